@@ -1,0 +1,66 @@
+//! The benchmark's chart: throughput against writers, one line per mode.
+
+use plotters::prelude::*;
+
+/// One line of the chart.
+pub struct Series {
+    /// The legend.
+    pub name: String,
+    /// (writers, transactions per second).
+    pub points: Vec<(u32, f64)>,
+}
+
+/// Draws `series` into an SVG file at `path`, log-scaled on both axes.
+pub fn throughput_chart(
+    path: &std::path::Path,
+    title: &str,
+    series: &[Series],
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let max_writers = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .max()
+        .unwrap_or(1)
+        .max(2);
+    let max_tps = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(1.0_f64, f64::max);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(72)
+        .build_cartesian_2d(
+            (1u32..max_writers).log_scale(),
+            (10.0f64..max_tps * 1.5).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("concurrent writers")
+        .y_desc("transactions / s")
+        .draw()?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

@@ -1,0 +1,946 @@
+//! The one trait behind which each backend's SQL lives, and the statements it runs.
+//!
+//! Every statement is a small [`QueryFragment`] whose text depends only on the counter table,
+//! the backend and the number of keys or rows, never on the values, which are all bound. Diesel
+//! caches such statements by their text, so a connection prepares each counter's upsert once.
+
+use diesel::backend::Backend;
+use diesel::connection::LoadConnection;
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::sql_types::{BigInt, Integer, Nullable, SmallInt, Text};
+use diesel::{QueryResult, RunQueryDsl};
+use std::marker::PhantomData;
+
+use crate::key::{KeyKind, KeyValue, RawKey};
+use crate::table::{CacheSpec, CounterSpec, Storage};
+
+/// The SQL dialects slotted writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// SQLite 3.35 or later (upsert, `RETURNING`).
+    Sqlite,
+    /// PostgreSQL 9.5 or later (upsert).
+    Postgres,
+    /// MySQL 5.7+ and MariaDB 10.3+ (`ON DUPLICATE KEY UPDATE`).
+    Mysql,
+}
+
+impl Dialect {
+    /// The lowercase name used in folder names and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+            Dialect::Mysql => "mysql",
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// One slot row, as maintenance reads or deletes it. `bucket` is 0 for counters without buckets.
+#[doc(hidden)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotRow {
+    pub key: RawKey,
+    pub bucket: i64,
+    pub slot: i16,
+    pub count: i64,
+}
+
+/// A Diesel backend slotted can write counters to: `Sqlite`, `Pg` and `Mysql`, each behind the
+/// slotted-core feature of the same name (`sqlite`, `postgres`, `mysql`).
+#[diagnostic::on_unimplemented(
+    message = "slotted counters are not enabled for the `{Self}` backend",
+    label = "this connection's backend",
+    note = "enable the slotted-core feature for this backend: `sqlite`, `postgres` or `mysql`"
+)]
+pub trait CounterBackend: Backend + sealed::Sealed + Sized {
+    /// The SQL this backend speaks.
+    const DIALECT: Dialect;
+
+    #[doc(hidden)]
+    fn push_key<'b>(out: &mut AstPass<'_, 'b, Self>, key: &'b KeyValue<'_>) -> QueryResult<()>;
+    #[doc(hidden)]
+    fn push_small_int<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b i16) -> QueryResult<()>;
+    #[doc(hidden)]
+    fn push_big_int<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b i64) -> QueryResult<()>;
+    #[doc(hidden)]
+    fn push_text<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b str) -> QueryResult<()>;
+    #[doc(hidden)]
+    fn load_sum<C: LoadConnection<Backend = Self>>(
+        conn: &mut C,
+        query: SumOne<'_>,
+    ) -> QueryResult<Option<String>>;
+    #[doc(hidden)]
+    fn load_sums<C: LoadConnection<Backend = Self>>(
+        conn: &mut C,
+        scope: Scope<'_>,
+    ) -> QueryResult<Vec<(RawKey, Option<String>)>>;
+    #[doc(hidden)]
+    fn load_rows<C: LoadConnection<Backend = Self>>(
+        conn: &mut C,
+        query: RowsQuery<'_>,
+    ) -> QueryResult<Vec<SlotRow>>;
+    #[doc(hidden)]
+    fn load_keys<C: LoadConnection<Backend = Self>>(
+        conn: &mut C,
+        query: KeyPage<'_>,
+    ) -> QueryResult<Vec<RawKey>>;
+}
+
+/// A connection whose backend slotted supports: `SqliteConnection`, `PgConnection`,
+/// `MysqlConnection`, and r2d2's `PooledConnection`s of them.
+///
+/// Every counter call takes one and runs on it: inside its open transaction if it has one,
+/// never opening one of its own (maintenance calls open one transaction per batch, which
+/// becomes a savepoint inside yours).
+pub trait CounterConnection: LoadConnection<Backend: CounterBackend> {}
+
+impl<C> CounterConnection for C
+where
+    C: LoadConnection,
+    C::Backend: CounterBackend,
+{
+}
+
+const RECORD_TYPE: &str = "record_type";
+const RECORD_ID: &str = "record_id";
+const BUCKET: &str = "bucket";
+const SLOT: &str = "slot";
+const COUNT: &str = "count";
+
+/// Which buckets of a bucketed counter a statement touches; `All` for other counters.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buckets {
+    All,
+    /// `from <= bucket < to`.
+    Range(i64, i64),
+    /// `bucket < before`.
+    Before(i64),
+}
+
+/// The rows of some records of one counter: `WHERE [record_type = ? AND] record_id IN (…)
+/// [AND bucket …]`. An empty key list means every record.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    pub spec: &'a CounterSpec,
+    pub keys: &'a [KeyValue<'a>],
+    pub buckets: Buckets,
+}
+
+impl<'a> Scope<'a> {
+    pub fn new(spec: &'a CounterSpec, keys: &'a [KeyValue<'a>]) -> Self {
+        Scope {
+            spec,
+            keys,
+            buckets: Buckets::All,
+        }
+    }
+
+    fn push_where<'b, DB: CounterBackend>(
+        &'b self,
+        out: &mut AstPass<'_, 'b, DB>,
+    ) -> QueryResult<()> {
+        out.push_sql(" WHERE 1 = 1");
+        push_record_type(out, self.spec)?;
+        match self.keys {
+            [] => {}
+            [key] => {
+                out.push_sql(" AND ");
+                out.push_identifier(RECORD_ID)?;
+                out.push_sql(" = ");
+                DB::push_key(out, key)?;
+            }
+            keys => {
+                out.push_sql(" AND ");
+                out.push_identifier(RECORD_ID)?;
+                out.push_sql(" IN (");
+                push_list(out, keys, |out, key| DB::push_key(out, key))?;
+                out.push_sql(")");
+            }
+        }
+        match &self.buckets {
+            Buckets::All => {}
+            Buckets::Range(from, to) => {
+                out.push_sql(" AND ");
+                out.push_identifier(BUCKET)?;
+                out.push_sql(" >= ");
+                DB::push_big_int(out, from)?;
+                out.push_sql(" AND ");
+                out.push_identifier(BUCKET)?;
+                out.push_sql(" < ");
+                DB::push_big_int(out, to)?;
+            }
+            Buckets::Before(before) => {
+                out.push_sql(" AND ");
+                out.push_identifier(BUCKET)?;
+                out.push_sql(" < ");
+                DB::push_big_int(out, before)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn push_record_type<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+) -> QueryResult<()> {
+    if let Storage::Shared { record_type } = &spec.storage {
+        out.push_sql(" AND ");
+        out.push_identifier(RECORD_TYPE)?;
+        out.push_sql(" = ");
+        DB::push_text(out, record_type)?;
+    }
+    Ok(())
+}
+
+fn push_list<'b, DB: Backend, T>(
+    out: &mut AstPass<'_, 'b, DB>,
+    items: &'b [T],
+    mut push: impl FnMut(&mut AstPass<'_, 'b, DB>, &'b T) -> QueryResult<()>,
+) -> QueryResult<()> {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_sql(", ");
+        }
+        push(out, item)?;
+    }
+    Ok(())
+}
+
+/// The primary-key columns before `slot`, as a comma-separated list.
+fn push_row_columns<DB: Backend>(
+    out: &mut AstPass<'_, '_, DB>,
+    spec: &CounterSpec,
+) -> QueryResult<()> {
+    if matches!(spec.storage, Storage::Shared { .. }) {
+        out.push_identifier(RECORD_TYPE)?;
+        out.push_sql(", ");
+    }
+    out.push_identifier(RECORD_ID)?;
+    if spec.bucket.is_some() {
+        out.push_sql(", ");
+        out.push_identifier(BUCKET)?;
+    }
+    out.push_sql(", ");
+    out.push_identifier(SLOT)
+}
+
+/// One row's values in the order of [`push_row_columns`], then `count` if given.
+fn push_row_values<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    key: &'b KeyValue<'_>,
+    bucket: &'b i64,
+    slot: &'b i16,
+    count: Option<&'b i64>,
+) -> QueryResult<()> {
+    out.push_sql("(");
+    if let Storage::Shared { record_type } = &spec.storage {
+        DB::push_text(out, record_type)?;
+        out.push_sql(", ");
+    }
+    DB::push_key(out, key)?;
+    if spec.bucket.is_some() {
+        out.push_sql(", ");
+        DB::push_big_int(out, bucket)?;
+    }
+    out.push_sql(", ");
+    DB::push_small_int(out, slot)?;
+    if let Some(count) = count {
+        out.push_sql(", ");
+        DB::push_big_int(out, count)?;
+    }
+    out.push_sql(")");
+    Ok(())
+}
+
+/// `bucket`, or a BIGINT 0 for counters without buckets.
+fn push_bucket_or_zero<DB: CounterBackend>(
+    out: &mut AstPass<'_, '_, DB>,
+    spec: &CounterSpec,
+) -> QueryResult<()> {
+    if spec.bucket.is_some() {
+        return out.push_identifier(BUCKET);
+    }
+    out.push_sql(match DB::DIALECT {
+        Dialect::Mysql => "CAST(0 AS SIGNED)",
+        Dialect::Sqlite | Dialect::Postgres => "CAST(0 AS BIGINT)",
+    });
+    Ok(())
+}
+
+fn push_qualified<DB: Backend>(
+    out: &mut AstPass<'_, '_, DB>,
+    table: &str,
+    column: &str,
+) -> QueryResult<()> {
+    out.push_identifier(table)?;
+    out.push_sql(".");
+    out.push_identifier(column)
+}
+
+/// PostgreSQL and SQLite: `AND` a condition true when `count + delta` stays within BIGINT. An
+/// overflowing sum would abort a PostgreSQL transaction and silently turn into a REAL on
+/// SQLite; with the guard the statement updates no row instead, which the caller reports as
+/// `Error::Overflow`. CASE keeps either subtraction in range. (MySQL raises error 1690, which
+/// rolls back the statement alone.)
+fn push_overflow_guard<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    current: impl Fn(&mut AstPass<'_, 'b, DB>) -> QueryResult<()>,
+    delta: impl Fn(&mut AstPass<'_, 'b, DB>) -> QueryResult<()>,
+) -> QueryResult<()> {
+    out.push_sql(" AND CASE WHEN ");
+    delta(out)?;
+    out.push_sql(" >= 0 THEN ");
+    current(out)?;
+    out.push_sql(" <= 9223372036854775807 - ");
+    delta(out)?;
+    out.push_sql(" ELSE ");
+    current(out)?;
+    out.push_sql(" >= (-9223372036854775807 - 1) - ");
+    delta(out)?;
+    out.push_sql(" END");
+    Ok(())
+}
+
+/// `INSERT … ON CONFLICT/ON DUPLICATE KEY … count = count + delta` into one slot.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct AddToSlot<'a> {
+    pub spec: &'a CounterSpec,
+    pub key: KeyValue<'a>,
+    pub bucket: i64,
+    pub slot: i16,
+    pub delta: i64,
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for AddToSlot<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let table = self.spec.table;
+        out.push_sql("INSERT INTO ");
+        out.push_identifier(table)?;
+        out.push_sql(" (");
+        push_row_columns(&mut out, self.spec)?;
+        out.push_sql(", ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(") VALUES ");
+        push_row_values(
+            &mut out,
+            self.spec,
+            &self.key,
+            &self.bucket,
+            &self.slot,
+            Some(&self.delta),
+        )?;
+        match DB::DIALECT {
+            Dialect::Mysql => {
+                out.push_sql(" ON DUPLICATE KEY UPDATE ");
+                out.push_identifier(COUNT)?;
+                out.push_sql(" = ");
+                out.push_identifier(COUNT)?;
+                out.push_sql(" + ");
+                DB::push_big_int(&mut out, &self.delta)?;
+            }
+            Dialect::Sqlite | Dialect::Postgres => {
+                out.push_sql(" ON CONFLICT (");
+                push_row_columns(&mut out, self.spec)?;
+                out.push_sql(") DO UPDATE SET ");
+                out.push_identifier(COUNT)?;
+                out.push_sql(" = ");
+                push_qualified(&mut out, table, COUNT)?;
+                out.push_sql(" + excluded.");
+                out.push_identifier(COUNT)?;
+                out.push_sql(" WHERE 1 = 1");
+                push_overflow_guard(
+                    &mut out,
+                    |out| push_qualified(out, table, COUNT),
+                    |out| {
+                        out.push_sql("excluded.");
+                        out.push_identifier(COUNT)
+                    },
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `UPDATE t SET count = count + ? WHERE … AND slot = ?`: the write into a pre-created slot.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct UpdateSlot<'a>(pub AddToSlot<'a>);
+
+impl<DB: CounterBackend> QueryFragment<DB> for UpdateSlot<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let AddToSlot {
+            spec,
+            key,
+            bucket,
+            slot,
+            delta,
+        } = &self.0;
+        out.push_sql("UPDATE ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" SET ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(" = ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(" + ");
+        DB::push_big_int(&mut out, delta)?;
+        out.push_sql(" WHERE 1 = 1");
+        push_record_type(&mut out, spec)?;
+        out.push_sql(" AND ");
+        out.push_identifier(RECORD_ID)?;
+        out.push_sql(" = ");
+        DB::push_key(&mut out, key)?;
+        if spec.bucket.is_some() {
+            out.push_sql(" AND ");
+            out.push_identifier(BUCKET)?;
+            out.push_sql(" = ");
+            DB::push_big_int(&mut out, bucket)?;
+        }
+        out.push_sql(" AND ");
+        out.push_identifier(SLOT)?;
+        out.push_sql(" = ");
+        DB::push_small_int(&mut out, slot)?;
+        if DB::DIALECT != Dialect::Mysql {
+            push_overflow_guard(
+                &mut out,
+                |out| out.push_identifier(COUNT),
+                |out| DB::push_big_int(out, delta),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `CAST(SUM(count) AS TEXT)`: the sum is NUMERIC on PostgreSQL and DECIMAL on MySQL; as text
+/// it converts to `i64` exactly, or says by how much it does not fit.
+fn push_sum_as_text<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>) -> QueryResult<()> {
+    out.push_sql("CAST(SUM(");
+    out.push_identifier(COUNT)?;
+    out.push_sql(match DB::DIALECT {
+        Dialect::Mysql => ") AS CHAR)",
+        Dialect::Sqlite | Dialect::Postgres => ") AS TEXT)",
+    });
+    Ok(())
+}
+
+/// `SELECT CAST(SUM(count) AS TEXT) FROM t WHERE …`: one row, NULL when no slot.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct SumOne<'a>(pub Scope<'a>);
+
+impl<DB: CounterBackend> QueryFragment<DB> for SumOne<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        out.push_sql("SELECT ");
+        push_sum_as_text(&mut out)?;
+        out.push_sql(" FROM ");
+        out.push_identifier(self.0.spec.table)?;
+        self.0.push_where(&mut out)
+    }
+}
+
+impl Query for SumOne<'_> {
+    type SqlType = Nullable<Text>;
+}
+
+/// `SELECT record_id, CAST(SUM(count) AS TEXT) FROM t WHERE … GROUP BY record_id`.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct SumMany<'a, ST>(pub Scope<'a>, PhantomData<ST>);
+
+impl<DB: CounterBackend, ST> QueryFragment<DB> for SumMany<'_, ST> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        out.push_sql("SELECT ");
+        out.push_identifier(RECORD_ID)?;
+        out.push_sql(", ");
+        push_sum_as_text(&mut out)?;
+        out.push_sql(" FROM ");
+        out.push_identifier(self.0.spec.table)?;
+        self.0.push_where(&mut out)?;
+        out.push_sql(" GROUP BY ");
+        out.push_identifier(RECORD_ID)
+    }
+}
+
+impl<ST: 'static> Query for SumMany<'_, ST> {
+    type SqlType = (ST, Nullable<Text>);
+}
+
+/// Statements that return whole slot rows: `(record_id, bucket, slot, count)`.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub enum RowsQuery<'a> {
+    /// `SELECT … ORDER BY record_id, bucket, slot FOR UPDATE`: locks in key order
+    /// (PostgreSQL, MySQL).
+    Lock(Scope<'a>),
+    /// `DELETE … RETURNING …`: exactly the rows deleted, at their latest values
+    /// (PostgreSQL, SQLite).
+    DeleteReturning(Scope<'a>),
+}
+
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Rows<'a, ST>(pub RowsQuery<'a>, PhantomData<ST>);
+
+impl<DB: CounterBackend, ST> QueryFragment<DB> for Rows<'_, ST> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let push_columns = |out: &mut AstPass<'_, 'b, DB>, spec: &CounterSpec| {
+            out.push_identifier(RECORD_ID)?;
+            out.push_sql(", ");
+            push_bucket_or_zero(out, spec)?;
+            out.push_sql(", ");
+            out.push_identifier(SLOT)?;
+            out.push_sql(", ");
+            out.push_identifier(COUNT)
+        };
+        match &self.0 {
+            RowsQuery::Lock(scope) => {
+                out.push_sql("SELECT ");
+                push_columns(&mut out, scope.spec)?;
+                out.push_sql(" FROM ");
+                out.push_identifier(scope.spec.table)?;
+                scope.push_where(&mut out)?;
+                out.push_sql(" ORDER BY ");
+                out.push_identifier(RECORD_ID)?;
+                if scope.spec.bucket.is_some() {
+                    out.push_sql(", ");
+                    out.push_identifier(BUCKET)?;
+                }
+                out.push_sql(", ");
+                out.push_identifier(SLOT)?;
+                out.push_sql(" FOR UPDATE");
+            }
+            RowsQuery::DeleteReturning(scope) => {
+                out.push_sql("DELETE FROM ");
+                out.push_identifier(scope.spec.table)?;
+                scope.push_where(&mut out)?;
+                out.push_sql(" RETURNING ");
+                push_columns(&mut out, scope.spec)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<ST: 'static> Query for Rows<'_, ST> {
+    type SqlType = (ST, BigInt, SmallInt, BigInt);
+}
+
+/// `DELETE FROM t WHERE [record_type = ? AND] (record_id, [bucket,] slot) IN ((…), …)`: exactly
+/// the rows a `Lock` read (MySQL, which has no `DELETE … RETURNING`).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct DeleteRows<'a> {
+    pub spec: &'a CounterSpec,
+    pub rows: &'a [(KeyValue<'a>, i64, i16)],
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for DeleteRows<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        out.push_sql("DELETE FROM ");
+        out.push_identifier(self.spec.table)?;
+        out.push_sql(" WHERE 1 = 1");
+        push_record_type(&mut out, self.spec)?;
+        out.push_sql(" AND (");
+        out.push_identifier(RECORD_ID)?;
+        if self.spec.bucket.is_some() {
+            out.push_sql(", ");
+            out.push_identifier(BUCKET)?;
+        }
+        out.push_sql(", ");
+        out.push_identifier(SLOT)?;
+        out.push_sql(") IN (");
+        let spec = self.spec;
+        push_list(&mut out, self.rows, |out, (key, bucket, slot)| {
+            out.push_sql("(");
+            DB::push_key(out, key)?;
+            if spec.bucket.is_some() {
+                out.push_sql(", ");
+                DB::push_big_int(out, bucket)?;
+            }
+            out.push_sql(", ");
+            DB::push_small_int(out, slot)?;
+            out.push_sql(")");
+            Ok(())
+        })?;
+        out.push_sql(")");
+        Ok(())
+    }
+}
+
+/// A plain multi-row `INSERT` of `(key, bucket, slot, count)` rows.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct InsertRows<'a> {
+    pub spec: &'a CounterSpec,
+    pub rows: &'a [(KeyValue<'a>, i64, i16, i64)],
+    /// Skip rows that exist already (pre-creating slots) instead of failing.
+    pub if_absent: bool,
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for InsertRows<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        // MySQL: IGNORE, not ON DUPLICATE KEY UPDATE, which Diesel's CLIENT_FOUND_ROWS would
+        // count as a row written. Keys are length-checked before they get here, and the other
+        // values are integers, so IGNORE has no other error to hide.
+        out.push_sql(match (self.if_absent, DB::DIALECT) {
+            (true, Dialect::Mysql) => "INSERT IGNORE INTO ",
+            _ => "INSERT INTO ",
+        });
+        out.push_identifier(self.spec.table)?;
+        out.push_sql(" (");
+        push_row_columns(&mut out, self.spec)?;
+        out.push_sql(", ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(") VALUES ");
+        let spec = self.spec;
+        push_list(&mut out, self.rows, |out, (key, bucket, slot, count)| {
+            push_row_values(out, spec, key, bucket, slot, Some(count))
+        })?;
+        if self.if_absent && DB::DIALECT != Dialect::Mysql {
+            out.push_sql(" ON CONFLICT DO NOTHING");
+        }
+        Ok(())
+    }
+}
+
+/// A page of record keys in key order, after `after`: of the counter's records that need
+/// compaction (`Compactable`), or of the model's table (`Parent`, for cache roll-ups).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub enum KeyPage<'a> {
+    /// `all`: every record with rows in the scope, not only those with several rows or a 0.
+    Compactable {
+        scope: Scope<'a>,
+        after: Option<KeyValue<'a>>,
+        limit: i64,
+        all: bool,
+    },
+    Parent {
+        spec: &'a CounterSpec,
+        cache: &'a CacheSpec,
+        after: Option<KeyValue<'a>>,
+        limit: i64,
+    },
+}
+
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Keys<'a, ST>(pub KeyPage<'a>, PhantomData<ST>);
+
+impl<DB: CounterBackend, ST> QueryFragment<DB> for Keys<'_, ST> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let (column, after, limit) = match &self.0 {
+            KeyPage::Compactable {
+                scope,
+                after,
+                limit,
+                ..
+            } => {
+                // Records whose rows can shrink: several slots, or a zero count.
+                out.push_sql("SELECT ");
+                out.push_identifier(RECORD_ID)?;
+                out.push_sql(" FROM ");
+                out.push_identifier(scope.spec.table)?;
+                scope.push_where(&mut out)?;
+                (RECORD_ID, after, limit)
+            }
+            KeyPage::Parent {
+                cache,
+                after,
+                limit,
+                ..
+            } => {
+                out.push_sql("SELECT ");
+                out.push_identifier(cache.key_column)?;
+                out.push_sql(" FROM ");
+                out.push_identifier(cache.table)?;
+                out.push_sql(" WHERE 1 = 1");
+                (cache.key_column, after, limit)
+            }
+        };
+        if let Some(after) = after {
+            out.push_sql(" AND ");
+            out.push_identifier(column)?;
+            out.push_sql(" > ");
+            DB::push_key(&mut out, after)?;
+        }
+        if let KeyPage::Compactable { scope, all, .. } = &self.0 {
+            out.push_sql(" GROUP BY ");
+            out.push_identifier(RECORD_ID)?;
+            if scope.spec.bucket.is_some() && !all {
+                out.push_sql(", ");
+                out.push_identifier(BUCKET)?;
+            }
+            if !all {
+                out.push_sql(" HAVING COUNT(*) > 1 OR SUM(");
+                out.push_identifier(COUNT)?;
+                out.push_sql(") = 0");
+            }
+        }
+        out.push_sql(" ORDER BY ");
+        out.push_identifier(column)?;
+        out.push_sql(" LIMIT ");
+        DB::push_big_int(&mut out, limit)
+    }
+}
+
+impl<ST: 'static> Query for Keys<'_, ST> {
+    type SqlType = ST;
+}
+
+/// `UPDATE parent SET cache = CASE key WHEN ? THEN ? … ELSE cache END WHERE key IN (…)`, locking
+/// the parent rows in key order, in one statement.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct RefreshCache<'a> {
+    pub cache: &'a CacheSpec,
+    /// Sorted by key.
+    pub totals: &'a [(KeyValue<'a>, i64)],
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let CacheSpec {
+            table,
+            key_column,
+            column,
+        } = *self.cache;
+        out.push_sql("UPDATE ");
+        out.push_identifier(table)?;
+        out.push_sql(" SET ");
+        out.push_identifier(column)?;
+        out.push_sql(" = CASE ");
+        push_qualified(&mut out, table, key_column)?;
+        for (key, total) in self.totals {
+            out.push_sql(" WHEN ");
+            DB::push_key(&mut out, key)?;
+            out.push_sql(" THEN ");
+            DB::push_big_int(&mut out, total)?;
+        }
+        out.push_sql(" ELSE ");
+        push_qualified(&mut out, table, column)?;
+        out.push_sql(" END");
+        let push_keys = |out: &mut AstPass<'_, 'b, DB>| {
+            out.push_identifier(key_column)?;
+            out.push_sql(" IN (");
+            push_list(out, self.totals, |out, (key, _)| DB::push_key(out, key))?;
+            out.push_sql(")");
+            Ok::<(), diesel::result::Error>(())
+        };
+        match DB::DIALECT {
+            // Lock the rows in key order first, in the same statement.
+            Dialect::Postgres => {
+                out.push_sql(" FROM (SELECT ");
+                out.push_identifier(key_column)?;
+                out.push_sql(" FROM ");
+                out.push_identifier(table)?;
+                out.push_sql(" WHERE ");
+                push_keys(&mut out)?;
+                out.push_sql(" ORDER BY ");
+                out.push_identifier(key_column)?;
+                out.push_sql(" FOR UPDATE) AS slotted_locked WHERE ");
+                push_qualified(&mut out, table, key_column)?;
+                out.push_sql(" = slotted_locked.");
+                out.push_identifier(key_column)?;
+            }
+            Dialect::Mysql => {
+                out.push_sql(" WHERE ");
+                push_keys(&mut out)?;
+                out.push_sql(" ORDER BY ");
+                out.push_identifier(key_column)?;
+            }
+            Dialect::Sqlite => {
+                out.push_sql(" WHERE ");
+                push_keys(&mut out)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `DELETE FROM t WHERE … AND bucket < ?`: retention.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct DeleteScope<'a>(pub Scope<'a>);
+
+impl<DB: CounterBackend> QueryFragment<DB> for DeleteScope<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        out.push_sql("DELETE FROM ");
+        out.push_identifier(self.0.spec.table)?;
+        self.0.push_where(&mut out)
+    }
+}
+
+/// Statements that return no rows: run with `execute`.
+macro_rules! executable {
+    ($($ty:ident),*) => {$(
+        // Not static ids: Diesel then caches each prepared statement by its SQL text.
+        impl QueryId for $ty<'_> {
+            type QueryId = ();
+            const HAS_STATIC_QUERY_ID: bool = false;
+        }
+        impl<Conn> RunQueryDsl<Conn> for $ty<'_> {}
+    )*};
+}
+executable!(
+    AddToSlot,
+    UpdateSlot,
+    SumOne,
+    DeleteRows,
+    InsertRows,
+    RefreshCache,
+    DeleteScope
+);
+
+/// Statements whose result's first column is the record key, typed by `ST`.
+macro_rules! keyed {
+    ($($ty:ident),*) => {$(
+        impl<ST: 'static> QueryId for $ty<'_, ST> {
+            type QueryId = ();
+            const HAS_STATIC_QUERY_ID: bool = false;
+        }
+        impl<Conn, ST> RunQueryDsl<Conn> for $ty<'_, ST> {}
+    )*};
+}
+keyed!(SumMany, Rows, Keys);
+
+/// One backend's implementation. Each arm binds with Diesel's own `ToSql` impls and loads with
+/// its `FromSql` impls, which is why this is written once and stamped out per backend; the SQL
+/// text is shared above and branches on [`CounterBackend::DIALECT`] where the dialects differ.
+macro_rules! counter_backend {
+    ($feature:literal, $backend:ty, $dialect:expr) => {
+        #[cfg(feature = $feature)]
+        impl sealed::Sealed for $backend {}
+
+        #[cfg(feature = $feature)]
+        impl CounterBackend for $backend {
+            const DIALECT: Dialect = $dialect;
+
+            fn push_key<'b>(
+                out: &mut AstPass<'_, 'b, Self>,
+                key: &'b KeyValue<'_>,
+            ) -> QueryResult<()> {
+                match key {
+                    KeyValue::Integer(v) => out.push_bind_param::<Integer, i32>(v),
+                    KeyValue::BigInt(v) => out.push_bind_param::<BigInt, i64>(v),
+                    KeyValue::Text(v) => out.push_bind_param::<Text, str>(v),
+                }
+            }
+
+            fn push_small_int<'b>(
+                out: &mut AstPass<'_, 'b, Self>,
+                value: &'b i16,
+            ) -> QueryResult<()> {
+                out.push_bind_param::<SmallInt, i16>(value)
+            }
+
+            fn push_big_int<'b>(
+                out: &mut AstPass<'_, 'b, Self>,
+                value: &'b i64,
+            ) -> QueryResult<()> {
+                out.push_bind_param::<BigInt, i64>(value)
+            }
+
+            fn push_text<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b str) -> QueryResult<()> {
+                out.push_bind_param::<Text, str>(value)
+            }
+
+            fn load_sum<C: LoadConnection<Backend = Self>>(
+                conn: &mut C,
+                query: SumOne<'_>,
+            ) -> QueryResult<Option<String>> {
+                query.get_result(conn)
+            }
+
+            fn load_sums<C: LoadConnection<Backend = Self>>(
+                conn: &mut C,
+                scope: Scope<'_>,
+            ) -> QueryResult<Vec<(RawKey, Option<String>)>> {
+                by_key_kind!(scope.spec.key_column_kind(), |ST, K, raw| SumMany::<ST>(
+                    scope,
+                    PhantomData
+                )
+                .load::<(K, Option<String>)>(conn)
+                .map(|rows| rows.into_iter().map(|(k, s)| (raw(k), s)).collect()))
+            }
+
+            fn load_rows<C: LoadConnection<Backend = Self>>(
+                conn: &mut C,
+                query: RowsQuery<'_>,
+            ) -> QueryResult<Vec<SlotRow>> {
+                let spec = match query {
+                    RowsQuery::Lock(scope) | RowsQuery::DeleteReturning(scope) => scope.spec,
+                };
+                by_key_kind!(spec.key_column_kind(), |ST, K, raw| Rows::<ST>(
+                    query,
+                    PhantomData
+                )
+                .load::<(K, i64, i16, i64)>(conn)
+                .map(|rows| {
+                    rows.into_iter()
+                        .map(|(k, bucket, slot, count)| SlotRow {
+                            key: raw(k),
+                            bucket,
+                            slot,
+                            count,
+                        })
+                        .collect()
+                }))
+            }
+
+            fn load_keys<C: LoadConnection<Backend = Self>>(
+                conn: &mut C,
+                query: KeyPage<'_>,
+            ) -> QueryResult<Vec<RawKey>> {
+                let kind = match query {
+                    KeyPage::Compactable { scope, .. } => scope.spec.key_column_kind(),
+                    KeyPage::Parent { spec, .. } => spec.key,
+                };
+                by_key_kind!(kind, |ST, K, raw| Keys::<ST>(query, PhantomData)
+                    .load::<K>(conn)
+                    .map(|keys| keys.into_iter().map(raw).collect()))
+            }
+        }
+    };
+}
+
+/// Runs `$body` with `ST` the key's SQL type, `K` its Rust type and `raw` its `RawKey` variant.
+macro_rules! by_key_kind {
+    ($kind:expr, |$st:ident, $k:ident, $raw:ident| $body:expr) => {
+        match $kind {
+            KeyKind::Integer => {
+                type $st = Integer;
+                type $k = i32;
+                let $raw = RawKey::Integer;
+                $body
+            }
+            KeyKind::BigInt => {
+                type $st = BigInt;
+                type $k = i64;
+                let $raw = RawKey::BigInt;
+                $body
+            }
+            KeyKind::Text => {
+                type $st = Text;
+                type $k = String;
+                let $raw = RawKey::Text;
+                $body
+            }
+        }
+    };
+}
+
+counter_backend!("sqlite", diesel::sqlite::Sqlite, Dialect::Sqlite);
+counter_backend!("postgres", diesel::pg::Pg, Dialect::Postgres);
+counter_backend!("mysql", diesel::mysql::Mysql, Dialect::Mysql);

@@ -1,0 +1,91 @@
+//! The one error type of the runtime.
+
+use std::path::PathBuf;
+
+/// What went wrong in a counter call.
+///
+/// Every variant that concerns a counter names it (`Post.likes`) and its table, so a log line
+/// alone says where to look.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database refused or failed the statement: table missing (migration not run),
+    /// connection lost, deadlock, serialization failure, and so on.
+    #[error("counter `{counter}` (table `{table}`): {source}")]
+    Database {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The counter's table.
+        table: &'static str,
+        /// Diesel's error, which keeps the database's own message.
+        #[source]
+        source: diesel::result::Error,
+    },
+
+    /// The delta would push one slot outside `i64`. Nothing was written, and on every backend the
+    /// caller's transaction is still usable.
+    #[error(
+        "counter `{counter}` (table `{table}`): adding {delta} to key {key} would overflow a slot \
+         (i64); nothing was written"
+    )]
+    Overflow {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The counter's table.
+        table: &'static str,
+        /// The record key, formatted with `Debug`.
+        key: String,
+        /// The delta that was refused.
+        delta: i64,
+    },
+
+    /// The sum of a record's slots is outside `i64` (each slot is within it, their sum is not).
+    #[error(
+        "counter `{counter}` (table `{table}`): the total of key {key} is {total}, outside i64"
+    )]
+    TotalOutOfRange {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The counter's table.
+        table: &'static str,
+        /// The record key, formatted with `Debug`.
+        key: String,
+        /// The exact total, in decimal.
+        total: String,
+    },
+
+    /// The key cannot be stored exactly on this backend (too long for the column, a NUL byte on
+    /// PostgreSQL, trailing spaces under MySQL's PAD SPACE collation). Nothing was written.
+    #[error("counter `{counter}` (table `{table}`): key {key} cannot be stored: {reason}")]
+    InvalidKey {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The counter's table.
+        table: &'static str,
+        /// The key, formatted with `Debug` and cut to 80 characters.
+        key: String,
+        /// Why, and what the limit is.
+        reason: String,
+    },
+
+    /// A Diesel error from outside a counter call: the `BEGIN` or `COMMIT` of a transaction the
+    /// counter calls ran in, for instance. This `From` lets `Connection::transaction` closures
+    /// return `slotted_core::Error`.
+    #[error(transparent)]
+    Diesel(#[from] diesel::result::Error),
+
+    /// Writing diesel CLI migration folders failed. Nothing that was there before was changed.
+    #[error("migration folder `{}`: {reason}", path.display())]
+    MigrationFolder {
+        /// The folder concerned.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+        /// The I/O error, when there is one.
+        #[source]
+        source: Option<std::io::Error>,
+    },
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

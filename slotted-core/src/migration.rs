@@ -1,0 +1,306 @@
+//! The counter tables' migrations: as a Diesel `MigrationSource`, and as diesel CLI folders.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use diesel::backend::Backend;
+use diesel::connection::BoxableConnection;
+use diesel::migration::{
+    self, Migration, MigrationMetadata, MigrationName, MigrationSource, MigrationVersion,
+};
+
+use crate::backend::{CounterBackend, Dialect};
+use crate::error::{Error, Result};
+use crate::key::KeyKind;
+use crate::table::{CounterSpec, SlottedModel, Storage};
+
+/// The migrations of a set of counter tables, one migration per table.
+///
+/// ```
+/// # use diesel::prelude::*;
+/// # use slotted_core::SlottedCounter;
+/// # diesel::table! { posts { id -> Integer, } }
+/// #[derive(Queryable, SlottedCounter)]
+/// #[slotted(counter = likes, slots = 16)]
+/// struct Post { id: i32 }
+///
+/// use diesel_migrations::MigrationHarness;
+/// let mut conn = SqliteConnection::establish(":memory:")?;
+/// conn.run_pending_migrations(slotted_core::CounterMigrations::of::<Post>())?;
+/// conn.run_pending_migrations(slotted_core::CounterMigrations::of::<Post>())?; // a no-op
+/// Post::likes_of(1).increment(&mut conn)?;
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CounterMigrations {
+    specs: Vec<CounterSpec>,
+}
+
+impl CounterMigrations {
+    /// No migrations yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The migrations of every counter of model `M`.
+    pub fn of<M: SlottedModel>() -> Self {
+        Self::new().and::<M>()
+    }
+
+    /// Adds the migrations of every counter of model `M`.
+    pub fn and<M: SlottedModel>(mut self) -> Self {
+        self.specs.extend_from_slice(M::COUNTERS);
+        self
+    }
+
+    /// Adds one counter table.
+    pub fn with_spec(mut self, spec: CounterSpec) -> Self {
+        self.specs.push(spec);
+        self
+    }
+
+    /// The counters, in order.
+    pub fn specs(&self) -> &[CounterSpec] {
+        &self.specs
+    }
+
+    /// One spec per table: shared counters of several models share one migration.
+    fn tables(&self) -> Vec<&CounterSpec> {
+        let mut seen = std::collections::HashSet::new();
+        self.specs
+            .iter()
+            .filter(|spec| seen.insert(migration_version(spec)))
+            .collect()
+    }
+
+    /// Writes one diesel CLI migration folder per counter table into `dir` (which must exist,
+    /// typically `migrations/`), so that `diesel migration run` applies them, and returns the
+    /// folders. The folder names carry the same versions as this `MigrationSource`, so a table
+    /// applied one way is not applied again the other way.
+    ///
+    /// A folder that already holds exactly this SQL is left as it is. A folder of the same name
+    /// with other content is an error, as is a missing or unwritable `dir`; in either case
+    /// nothing is written.
+    pub fn write_diesel_cli_folders(
+        &self,
+        dir: impl AsRef<Path>,
+        dialect: Dialect,
+    ) -> Result<Vec<PathBuf>> {
+        let dir = dir.as_ref();
+        let folder_error =
+            |path: &Path, reason: String, source: Option<io::Error>| Error::MigrationFolder {
+                path: path.to_owned(),
+                reason,
+                source,
+            };
+        match fs::metadata(dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(folder_error(dir, "is not a directory".into(), None)),
+            Err(e) => {
+                return Err(folder_error(
+                    dir,
+                    "cannot be read; create it first (`diesel setup` makes `migrations/`)".into(),
+                    Some(e),
+                ))
+            }
+        }
+        // Check every folder before writing any, so a conflict leaves the directory untouched.
+        let tables = self.tables();
+        let mut plan = Vec::with_capacity(tables.len());
+        for spec in tables {
+            let path = dir.join(folder_name(spec));
+            let (up, down) = (up_sql(spec, dialect), down_sql(spec, dialect));
+            let existing = (
+                fs::read_to_string(path.join("up.sql")),
+                fs::read_to_string(path.join("down.sql")),
+            );
+            let write = match existing {
+                (Ok(u), Ok(d)) if u == up && d == down => false,
+                _ if path.exists() => {
+                    return Err(folder_error(
+                        &path,
+                        format!(
+                            "already exists with different content (another backend's SQL, or edited); \
+                             nothing was written. Remove it, or write {} elsewhere",
+                            dialect.name()
+                        ),
+                        None,
+                    ))
+                }
+                _ => true,
+            };
+            plan.push((path, up, down, write));
+        }
+        let mut written = Vec::with_capacity(plan.len());
+        for (path, up, down, write) in plan {
+            if write {
+                write_folder(&path, &up, &down)
+                    .map_err(|e| folder_error(&path, "cannot be written".into(), Some(e)))?;
+            }
+            written.push(path);
+        }
+        Ok(written)
+    }
+}
+
+/// Writes into a hidden sibling, then renames: a folder is either whole or absent.
+fn write_folder(path: &Path, up: &str, down: &str) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("migration");
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let _ = fs::remove_dir_all(&tmp);
+    fs::create_dir(&tmp)?;
+    let result = fs::write(tmp.join("up.sql"), up)
+        .and_then(|()| fs::write(tmp.join("down.sql"), down))
+        .and_then(|()| fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+/// The migration version of a counter table: `slotted` and a hash of the table name, stable
+/// across releases and backends, and free of `_`, which diesel CLI reads as the version's end.
+pub fn migration_version(spec: &CounterSpec) -> String {
+    // The layout is part of the identity: a counter that gains buckets is a new table, not a
+    // table marked as applied. FNV-1a, 64 bit: fixed forever, unlike `std`'s hasher.
+    let layout = if spec.bucket.is_some() { "/bucket" } else { "" };
+    let hash = spec
+        .table
+        .bytes()
+        .chain(layout.bytes())
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("slotted{hash:016x}")
+}
+
+fn folder_name(spec: &CounterSpec) -> String {
+    let version = migration_version(spec);
+    format!("{}-{}_create_{}", &version[..7], &version[7..], spec.table)
+}
+
+fn quote(dialect: Dialect, ident: &str) -> String {
+    match dialect {
+        Dialect::Mysql => format!("`{}`", ident.replace('`', "``")),
+        Dialect::Sqlite | Dialect::Postgres => format!("\"{}\"", ident.replace('"', "\"\"")),
+    }
+}
+
+/// The `CREATE TABLE` of a counter table on one backend.
+pub fn up_sql(spec: &CounterSpec, dialect: Dialect) -> String {
+    let key_type: Cow<'static, str> = match (spec.key_column_kind(), dialect) {
+        (KeyKind::Integer, Dialect::Mysql) => "INT".into(),
+        (KeyKind::Integer, _) => "INTEGER".into(),
+        (KeyKind::BigInt, _) => "BIGINT".into(),
+        // A binary collation: keys compare byte for byte, as in Rust.
+        (KeyKind::Text, Dialect::Mysql) => format!(
+            "VARCHAR({}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+            spec.max_key_length
+        )
+        .into(),
+        (KeyKind::Text, _) => "TEXT".into(),
+    };
+    let q = |ident| quote(dialect, ident);
+    let mut columns = Vec::new();
+    let mut key = Vec::new();
+    if matches!(spec.storage, Storage::Shared { .. }) {
+        let text = if dialect == Dialect::Mysql {
+            "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        } else {
+            "TEXT"
+        };
+        columns.push(format!("{} {text} NOT NULL", q("record_type")));
+        key.push(q("record_type"));
+    }
+    columns.push(format!("{} {key_type} NOT NULL", q("record_id")));
+    key.push(q("record_id"));
+    if spec.bucket.is_some() {
+        columns.push(format!("{} BIGINT NOT NULL", q("bucket")));
+        key.push(q("bucket"));
+    }
+    columns.push(format!("{} SMALLINT NOT NULL", q("slot")));
+    key.push(q("slot"));
+    columns.push(format!("{} BIGINT NOT NULL", q("count")));
+    let suffix = match dialect {
+        // The primary key is the table: no hidden rowid beside it.
+        Dialect::Sqlite => " WITHOUT ROWID",
+        Dialect::Mysql => " ENGINE=InnoDB",
+        Dialect::Postgres => "",
+    };
+    format!(
+        "-- slotted: counter slots; a record's count is the SUM of its rows.\n\
+         CREATE TABLE {table} (\n    {columns},\n    PRIMARY KEY ({key})\n){suffix};\n",
+        table = q(spec.table),
+        columns = columns.join(",\n    "),
+        key = key.join(", "),
+    )
+}
+
+/// The `DROP TABLE` of a counter table on one backend.
+pub fn down_sql(spec: &CounterSpec, dialect: Dialect) -> String {
+    format!("DROP TABLE {};\n", quote(dialect, spec.table))
+}
+
+struct CounterMigration {
+    spec: CounterSpec,
+    name: CounterMigrationName,
+}
+
+struct CounterMigrationName {
+    version: String,
+    folder: String,
+}
+
+impl fmt::Display for CounterMigrationName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.folder)
+    }
+}
+
+impl MigrationName for CounterMigrationName {
+    fn version(&self) -> MigrationVersion<'_> {
+        MigrationVersion::from(self.version.as_str())
+    }
+}
+
+impl MigrationMetadata for CounterMigration {}
+
+impl<DB: CounterBackend> Migration<DB> for CounterMigration {
+    fn run(&self, conn: &mut dyn BoxableConnection<DB>) -> migration::Result<()> {
+        Ok(conn.batch_execute(&up_sql(&self.spec, DB::DIALECT))?)
+    }
+
+    fn revert(&self, conn: &mut dyn BoxableConnection<DB>) -> migration::Result<()> {
+        Ok(conn.batch_execute(&down_sql(&self.spec, DB::DIALECT))?)
+    }
+
+    fn metadata(&self) -> &dyn MigrationMetadata {
+        self
+    }
+
+    fn name(&self) -> &dyn MigrationName {
+        &self.name
+    }
+}
+
+impl<DB: CounterBackend + Backend> MigrationSource<DB> for CounterMigrations {
+    fn migrations(&self) -> migration::Result<Vec<Box<dyn Migration<DB>>>> {
+        Ok(self
+            .tables()
+            .into_iter()
+            .map(|spec| {
+                let name = CounterMigrationName {
+                    version: migration_version(spec),
+                    folder: folder_name(spec),
+                };
+                Box::new(CounterMigration { spec: *spec, name }) as Box<dyn Migration<DB>>
+            })
+            .collect())
+    }
+}

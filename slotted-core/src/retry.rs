@@ -1,0 +1,193 @@
+//! Rerunning a whole transaction when the database chose it as a deadlock victim or could not
+//! serialize it.
+//!
+//! What is retried, and how Diesel 2.3 shows it:
+//!
+//! | backend | error | Diesel |
+//! |---|---|---|
+//! | PostgreSQL | `40001` serialization failure | `DatabaseErrorKind::SerializationFailure` |
+//! | PostgreSQL | `40P01` deadlock detected | `Unknown`, message "deadlock detected" |
+//! | MySQL, MariaDB | `1213` deadlock | `DatabaseErrorKind::SerializationFailure` |
+//! | MySQL, MariaDB | `1205` lock wait timeout | `Unknown`, message "Lock wait timeout exceeded" |
+//! | SQLite | `SQLITE_BUSY` after the busy timeout | `Unknown`, message "database is locked" |
+//!
+//! Diesel does not expose PostgreSQL's SQLSTATE nor MySQL's error number for the others, so those
+//! are recognised by the servers' fixed English messages. Nothing else is retried: a constraint
+//! violation, a lost connection (the commit may or may not have happened) or an application
+//! error comes back at once.
+
+use std::time::Duration;
+
+use diesel::connection::{Connection, TransactionManager};
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+
+use crate::error::Error;
+
+/// Whether an error means the whole transaction was rolled back and may simply run again.
+pub trait Retryable {
+    /// True for deadlocks, serialization failures, lock wait timeouts and SQLite's busy.
+    fn is_retryable(&self) -> bool;
+}
+
+impl Retryable for DieselError {
+    fn is_retryable(&self) -> bool {
+        match self {
+            DieselError::DatabaseError(DatabaseErrorKind::SerializationFailure, _) => true,
+            DieselError::DatabaseError(_, info) => {
+                let message = info.message();
+                [
+                    "deadlock detected",
+                    "Deadlock found",
+                    "Lock wait timeout exceeded",
+                    "database is locked",
+                ]
+                .iter()
+                .any(|m| message.contains(m))
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Retryable for Error {
+    fn is_retryable(&self) -> bool {
+        match self {
+            Error::Database { source, .. } | Error::Diesel(source) => source.is_retryable(),
+            _ => false,
+        }
+    }
+}
+
+/// How often and how patiently [`transaction_with_retry`] tries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Reruns after the first attempt, at most.
+    pub max_retries: u32,
+    /// The first backoff; it doubles with each retry.
+    pub base_delay: Duration,
+    /// The longest backoff.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 10 retries, backing off from 2 ms to at most 250 ms.
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 10,
+            base_delay: Duration::from_millis(2),
+            max_delay: Duration::from_millis(250),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The pause before retry `n` (0-based): exponential, capped, and jittered to between half
+    /// and all of it, so that two victims of one deadlock do not collide again in step.
+    pub fn backoff(&self, n: u32) -> Duration {
+        let full = self
+            .base_delay
+            .saturating_mul(1u32.checked_shl(n.min(31)).unwrap_or(u32::MAX))
+            .min(self.max_delay);
+        full.mul_f64(rand::random_range(0.5..=1.0))
+    }
+}
+
+/// A transaction's result and how many times it was rerun.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retried<T> {
+    /// What the closure returned on the attempt that committed.
+    pub value: T,
+    /// Reruns it took: 0 when the first attempt committed.
+    pub retries: u32,
+}
+
+/// Runs `f` in a transaction on `conn`, and runs the whole transaction again, after a jittered
+/// backoff, when it fails with a deadlock, a serialization failure, a lock wait timeout or
+/// SQLite's busy ([`Retryable`]), up to `policy.max_retries` times. Every attempt starts a new
+/// transaction, so nothing of a failed attempt stays; `f` must therefore be safe to run again
+/// (it is, for counter calls: the failed attempt's writes were rolled back).
+///
+/// Inside a transaction that is already open, a deadlock has rolled back (or, on PostgreSQL,
+/// aborted) the outer transaction too, so rerunning the inner part alone would be wrong: there
+/// `f` runs once, as a savepoint, and any error comes back unretried. Retry the outermost
+/// transaction.
+///
+/// ```
+/// # use diesel::prelude::*;
+/// # use slotted_core::SlottedCounter;
+/// # #[derive(SlottedCounter)]
+/// # #[slotted(counter = likes, slots = 16)]
+/// # struct Post { id: i32 }
+/// # let mut conn = SqliteConnection::establish(":memory:")?;
+/// # use diesel_migrations::MigrationHarness;
+/// # conn.run_pending_migrations(slotted_core::CounterMigrations::of::<Post>())?;
+/// use slotted_core::{transaction_with_retry, RetryPolicy};
+///
+/// let done = transaction_with_retry(&mut conn, &RetryPolicy::default(), |conn| {
+///     Post::likes_of(1).increment(conn)?;
+///     Post::likes_of(2).increment(conn)?;
+///     Ok::<_, slotted_core::Error>(())
+/// })?;
+/// println!("committed after {} retries", done.retries);
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+pub fn transaction_with_retry<C, T, E, F>(
+    conn: &mut C,
+    policy: &RetryPolicy,
+    mut f: F,
+) -> Result<Retried<T>, E>
+where
+    C: Connection,
+    E: From<DieselError> + Retryable,
+    F: FnMut(&mut C) -> Result<T, E>,
+{
+    let nested = matches!(
+        C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth(),
+        Ok(Some(_)) | Err(_)
+    );
+    let mut retries = 0;
+    loop {
+        match conn.transaction(&mut f) {
+            Ok(value) => return Ok(Retried { value, retries }),
+            Err(e) if !nested && retries < policy.max_retries && e.is_retryable() => {
+                std::thread::sleep(policy.backoff(retries));
+                retries += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_is_capped_and_jittered() {
+        let policy = RetryPolicy {
+            max_retries: 5,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(50),
+        };
+        for (n, full) in [(0, 10), (1, 20), (2, 40), (3, 50), (40, 50)] {
+            let pause = policy.backoff(n);
+            assert!(
+                pause >= Duration::from_millis(full) / 2 && pause <= Duration::from_millis(full),
+                "{n}: {pause:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_rollback_errors_are_retryable() {
+        assert!(!DieselError::NotFound.is_retryable());
+        assert!(!DieselError::RollbackTransaction.is_retryable());
+        let overflow = Error::Overflow {
+            counter: "P.c".into(),
+            table: "t",
+            key: "1".into(),
+            delta: 1,
+        };
+        assert!(!overflow.is_retryable());
+    }
+}

@@ -1,0 +1,145 @@
+//! How a write picks its slot.
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, OnceLock};
+
+/// How a write picks the slot it adds to. Set with `#[slotted(…, strategy = thread)]`.
+///
+/// Whatever the strategy, the slot is drawn in Rust and bound, and the total is exact: the
+/// strategy only decides which writers share a row lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum SlotStrategy {
+    /// A slot of its own per thread (the default): each live thread of the process holds a
+    /// distinct index (the smallest free one, reused when a thread ends), and writes to slot
+    /// `(index + offset) % slots`, where `offset` is drawn once per process. While a process
+    /// never has more writing threads alive at once than slots, no two of them share a slot;
+    /// several processes start at different offsets. With a connection pool each thread writes through one connection at
+    /// a time, so this keeps concurrent transactions on different rows.
+    #[default]
+    Thread,
+    /// A slot drawn at random for every write, as in the articles the pattern comes from. Two
+    /// of `w` concurrent writers over `n` slots collide with probability about `w²/2n`.
+    Random,
+}
+
+impl SlotStrategy {
+    /// The slot for the next write, in `0..slots` (`slots` is taken as at least 1).
+    pub fn choose(self, slots: u16) -> u16 {
+        let slots = slots.clamp(1, crate::MAX_SLOTS);
+        match self {
+            SlotStrategy::Random => rand::random_range(0..slots),
+            SlotStrategy::Thread => {
+                let offset = *PROCESS_OFFSET
+                    .get_or_init(|| rand::random_range(0..u32::from(crate::MAX_SLOTS)));
+                // During thread teardown the index may be gone already: fall back to random.
+                THREAD_INDEX
+                    .try_with(|index| (index.0.wrapping_add(offset) % u32::from(slots)) as u16)
+                    .unwrap_or_else(|_| rand::random_range(0..slots))
+            }
+        }
+    }
+}
+
+static PROCESS_OFFSET: OnceLock<u32> = OnceLock::new();
+
+static INDICES: Mutex<IndexPool> = Mutex::new(IndexPool::new());
+
+/// Indices for live threads: always the smallest free one, so the live indices stay below the
+/// most threads ever alive at once, and are distinct modulo any slot count at least that large.
+#[derive(Debug)]
+struct IndexPool {
+    next: u32,
+    free: BTreeSet<u32>,
+}
+
+impl IndexPool {
+    const fn new() -> Self {
+        IndexPool {
+            next: 0,
+            free: BTreeSet::new(),
+        }
+    }
+
+    fn acquire(&mut self) -> u32 {
+        self.free.pop_first().unwrap_or_else(|| {
+            self.next += 1;
+            self.next - 1
+        })
+    }
+
+    fn release(&mut self, index: u32) {
+        self.free.insert(index);
+    }
+}
+
+fn indices() -> std::sync::MutexGuard<'static, IndexPool> {
+    // The pool's state is valid after any panic elsewhere: nothing to repair.
+    INDICES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// This thread's index, returned to the pool when the thread ends.
+struct ThreadIndex(u32);
+
+impl Drop for ThreadIndex {
+    fn drop(&mut self) {
+        indices().release(self.0);
+    }
+}
+
+thread_local! {
+    static THREAD_INDEX: ThreadIndex = ThreadIndex(indices().acquire());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_hands_out_the_smallest_free_index() {
+        let mut pool = IndexPool::new();
+        assert_eq!([pool.acquire(), pool.acquire(), pool.acquire()], [0, 1, 2]);
+        pool.release(1);
+        pool.release(0);
+        assert_eq!([pool.acquire(), pool.acquire(), pool.acquire()], [0, 1, 3]);
+    }
+
+    #[test]
+    fn live_threads_hold_distinct_stable_slots() {
+        let barrier = std::sync::Barrier::new(16);
+        let slots: Vec<(u32, u16)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..16)
+                .map(|_| {
+                    s.spawn(|| {
+                        let slot = SlotStrategy::Thread.choose(1024);
+                        assert_eq!(
+                            slot,
+                            SlotStrategy::Thread.choose(1024),
+                            "stable within a thread"
+                        );
+                        barrier.wait(); // all 16 alive at once
+                        (THREAD_INDEX.with(|i| i.0), slot)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let indices: BTreeSet<u32> = slots.iter().map(|s| s.0).collect();
+        let distinct: BTreeSet<u16> = slots.iter().map(|s| s.1).collect();
+        assert_eq!(indices.len(), 16, "{slots:?}");
+        assert_eq!(
+            distinct.len(),
+            16,
+            "16 live threads, 1,024 slots: no sharing: {slots:?}"
+        );
+    }
+
+    #[test]
+    fn random_stays_in_range_and_zero_slots_is_one() {
+        assert!((0..1000).all(|_| SlotStrategy::Random.choose(7) < 7));
+        assert_eq!(SlotStrategy::Random.choose(0), 0);
+        assert_eq!(SlotStrategy::Thread.choose(1), 0);
+    }
+}

@@ -1,0 +1,146 @@
+//! What the derive declares about each counter.
+
+use crate::key::{CounterKey, KeyKind};
+use crate::slot::SlotStrategy;
+
+/// The most slots one counter may have.
+///
+/// A read sums every slot of a record, so slots cost reads; beyond a few hundred concurrent writers
+/// the database itself, not the row lock, is the bottleneck (see the contention benchmark), and
+/// 1,024 slots is already far past that point. The slot number is stored as `SMALLINT`.
+pub const MAX_SLOTS: u16 = 1024;
+
+/// The default length, in characters, of a `String` key column on MySQL (`VARCHAR(255)`).
+pub const DEFAULT_MAX_KEY_LENGTH: u16 = 255;
+
+/// The longest `String` key MySQL/MariaDB can index in a `(record_id, slot)` primary key:
+/// InnoDB keys are at most 3,072 bytes and `utf8mb4` takes up to 4 bytes a character.
+pub const MAX_KEY_LENGTH: u16 = 767;
+
+/// A counter's static description: the counter, its table and its slot count.
+///
+/// The derive writes one per `#[slotted(counter = …)]` attribute, as
+/// [`CounterTable::SPEC`]; the runtime builds every statement and migration from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterSpec {
+    /// The model's Rust name, e.g. `Post`.
+    pub model: &'static str,
+    /// The counter's name, e.g. `likes`.
+    pub counter: &'static str,
+    /// The counter table, e.g. `posts_likes_slots`.
+    pub table: &'static str,
+    /// How many slot rows one record's count is spread over (1 to [`MAX_SLOTS`]).
+    pub slots: u16,
+    /// How a write picks its slot.
+    pub strategy: SlotStrategy,
+    /// The type of the `record_id` column.
+    pub key: KeyKind,
+    /// For `String` keys: the longest key, in characters, that the table accepts.
+    pub max_key_length: u16,
+    /// Where the slot rows live.
+    pub storage: Storage,
+    /// Time buckets, when the counter starts afresh every hour or day.
+    pub bucket: Option<BucketWidth>,
+    /// Whether increments first try a plain `UPDATE` of pre-created slot rows.
+    pub prefill: bool,
+    /// The column of the model's own table that roll-ups copy the total into.
+    pub cache: Option<CacheSpec>,
+}
+
+/// Where a counter's slot rows live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Storage {
+    /// A table of its own: `(record_id, [bucket,] slot, count)`.
+    Table,
+    /// The one table every shared counter lives in, [`SHARED_TABLE`]:
+    /// `(record_type, record_id, slot, count)`, with this counter's rows under `record_type`.
+    Shared {
+        /// `{model table}.{counter}`, e.g. `posts.likes`.
+        record_type: &'static str,
+    },
+}
+
+/// The name of the table shared counters live in.
+pub const SHARED_TABLE: &str = "slotted_counters";
+
+/// How long one time bucket of a bucketed counter lasts. Buckets are UTC and stored as the Unix
+/// time, in seconds, at which they start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BucketWidth {
+    /// One bucket per UTC hour.
+    Hour,
+    /// One bucket per UTC day.
+    Day,
+}
+
+impl BucketWidth {
+    /// The bucket's length in seconds.
+    pub fn seconds(self) -> i64 {
+        match self {
+            BucketWidth::Hour => 3_600,
+            BucketWidth::Day => 86_400,
+        }
+    }
+
+    /// The start of the bucket holding `time`, in Unix seconds.
+    pub fn start_of(self, time: std::time::SystemTime) -> i64 {
+        let secs = match time.duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            Err(e) => -i64::try_from(e.duration().as_secs_f64().ceil() as u64).unwrap_or(i64::MAX),
+        };
+        secs.div_euclid(self.seconds()) * self.seconds()
+    }
+}
+
+/// A column of the model's own table that holds a rolled-up copy of the total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSpec {
+    /// The model's table, e.g. `posts`.
+    pub table: &'static str,
+    /// Its primary key column, e.g. `id`.
+    pub key_column: &'static str,
+    /// The cache column, e.g. `likes_count` (`BIGINT NOT NULL`).
+    pub column: &'static str,
+}
+
+impl CounterSpec {
+    /// The SQL type of the `record_id` column: the key's, but BIGINT in the shared table.
+    pub fn key_column_kind(&self) -> KeyKind {
+        match self.storage {
+            Storage::Table => self.key,
+            Storage::Shared { .. } => KeyKind::BigInt,
+        }
+    }
+
+    /// `Model.counter`, as errors name it.
+    pub fn qualified_name(&self) -> String {
+        format!("{}.{}", self.model, self.counter)
+    }
+}
+
+/// A counter table, as the derive declares it: implemented for the Diesel `table` type of
+/// `{table}::table`, so the table type is the counter's name in the type system.
+pub trait CounterTable: Copy + Default + 'static {
+    /// The record key: the model's primary key type.
+    type Key: CounterKey;
+    /// Everything the runtime needs to know.
+    const SPEC: CounterSpec;
+}
+
+/// A counter with a cache column: implemented by the derive for counters declared with
+/// `cache = column`, so the roll-up calls exist only where there is a column to roll up into.
+pub trait CachedCounterTable: CounterTable {}
+
+/// A counter with time buckets: implemented by the derive for counters declared with
+/// `bucket = day` or `bucket = hour`.
+pub trait BucketedCounterTable: CounterTable {}
+
+/// A counter declared with `prefill`, whose slot rows can be created up front.
+pub trait PrefilledCounterTable: CounterTable {}
+
+/// A model with slotted counters: implemented by `#[derive(SlottedCounter)]`.
+pub trait SlottedModel {
+    /// One entry per `#[slotted(counter = …)]` attribute, in declaration order.
+    const COUNTERS: &'static [CounterSpec];
+}

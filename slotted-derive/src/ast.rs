@@ -1,0 +1,560 @@
+//! The checked model: what `expand` generates code from. Built only when every attribute and
+//! the struct itself are valid; otherwise every problem comes back at once.
+
+use std::collections::HashMap;
+
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::parse::Parser;
+use syn::{Data, DeriveInput, Fields, Ident, LitInt, Path, Type, Visibility};
+
+use crate::attr::{self, CounterAttr, COUNTER_FORM};
+use crate::errors::Errors;
+
+/// Keep in step with `slotted_core::MAX_SLOTS` (the core's tests check it).
+pub const MAX_SLOTS: u16 = 1024;
+/// Keep in step with `slotted_core::DEFAULT_MAX_KEY_LENGTH` and `MAX_KEY_LENGTH`.
+pub const DEFAULT_MAX_KEY_LENGTH: u16 = 255;
+pub const MAX_KEY_LENGTH: u16 = 767;
+/// PostgreSQL cuts identifiers at 63 bytes, MySQL refuses more than 64.
+const MAX_TABLE_NAME: usize = 63;
+
+pub struct Model<'a> {
+    pub ident: &'a Ident,
+    pub vis: &'a Visibility,
+    /// The Diesel table of the model, as a path (for cache columns).
+    pub parent: Path,
+    pub key_field: &'a Ident,
+    /// The key field's column in the model's table.
+    pub key_column: Ident,
+    pub key: KeyType,
+    pub counters: Vec<Counter>,
+    pub krate: Path,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum KeyType {
+    I32,
+    I64,
+    String,
+}
+
+pub struct Counter {
+    pub name: Ident,
+    pub slots: u16,
+    pub table: Ident,
+    pub max_key_length: u16,
+    pub strategy: Strategy,
+    pub bucket: Option<Bucket>,
+    pub prefill: bool,
+    /// The cache column in the model's table.
+    pub cache: Option<Ident>,
+    /// `storage = shared`: rows in `slotted_counters`; `table` is then a module name for the
+    /// counter's marker type.
+    pub shared: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Bucket {
+    Hour,
+    Day,
+}
+
+/// `slotted_core::SlotStrategy`'s variants.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    Thread,
+    Random,
+}
+
+impl<'a> Model<'a> {
+    pub fn from_syn(input: &'a DeriveInput) -> syn::Result<Self> {
+        let mut errors = Errors::default();
+        let fields = struct_fields(input, &mut errors);
+        if !input.generics.params.is_empty() {
+            errors.at(
+                &input.generics,
+                "#[derive(SlottedCounter)] does not support generic structs",
+                "derive it on a concrete model struct: a Diesel model maps one table",
+            );
+        }
+        let diesel = attr::parse_diesel(&input.attrs);
+        let reported = errors.len();
+        let slotted = attr::parse_slotted(&input.attrs, &mut errors);
+        // No counter and nothing reported: no #[slotted] at all, or only `crate = …`.
+        if slotted.counters.is_empty() && errors.len() == reported {
+            errors.at(
+                &input.ident,
+                "#[derive(SlottedCounter)] needs at least one #[slotted(counter = …, slots = …)] attribute",
+                COUNTER_FORM,
+            );
+        }
+        let key = fields.and_then(|fields| key_field(input, fields, &diesel, &mut errors));
+        let parent: Path = match &diesel.table_name {
+            Some(path) => path.clone(),
+            None => {
+                let inferred = infer_table_name(&input.ident.unraw().to_string());
+                match ident(&inferred, input.ident.span()) {
+                    Some(table) => table.into(),
+                    None => {
+                        errors.at(
+                            &input.ident,
+                            format_args!("`{inferred}`, Diesel's default table name for `{}`, is not an identifier", input.ident),
+                            "name the model's table: `#[diesel(table_name = posts)]`",
+                        );
+                        input.ident.clone().into()
+                    }
+                }
+            }
+        };
+        // The SQL name: `r#match` is the table `match`.
+        let parent_table = parent
+            .segments
+            .last()
+            .map(|s| s.ident.unraw().to_string())
+            .unwrap_or_default();
+        let counters: Vec<Counter> = slotted
+            .counters
+            .iter()
+            .filter_map(|attr| {
+                counter(
+                    attr,
+                    &parent_table,
+                    key.as_ref().map(|(_, k, _)| *k),
+                    &mut errors,
+                )
+            })
+            .collect();
+        check_collisions(&counters, &mut errors);
+        errors.finish()?;
+        let Some((key_field, key, key_column)) = key else {
+            return Err(syn::Error::new(
+                Span::call_site(),
+                "unreachable: no key and no error",
+            ));
+        };
+        Ok(Model {
+            ident: &input.ident,
+            vis: &input.vis,
+            parent,
+            key_field,
+            key_column,
+            key,
+            counters,
+            krate: slotted
+                .krate
+                .unwrap_or_else(|| syn::parse_quote!(::slotted_core)),
+        })
+    }
+}
+
+fn struct_fields<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Option<&'a syn::FieldsNamed> {
+    let help = "derive it on the struct of a Diesel model, with named fields: `struct Post { id: i32, … }`";
+    match &input.data {
+        Data::Struct(s) => match &s.fields {
+            Fields::Named(fields) => return Some(fields),
+            Fields::Unnamed(fields) => errors.at(
+                fields,
+                "#[derive(SlottedCounter)] does not support tuple structs",
+                help,
+            ),
+            Fields::Unit => errors.at(
+                &input.ident,
+                "#[derive(SlottedCounter)] does not support unit structs",
+                help,
+            ),
+        },
+        Data::Enum(e) => errors.at(
+            e.enum_token,
+            "#[derive(SlottedCounter)] does not support enums",
+            help,
+        ),
+        Data::Union(u) => errors.at(
+            u.union_token,
+            "#[derive(SlottedCounter)] does not support unions",
+            help,
+        ),
+    }
+    None
+}
+
+/// The primary-key field, by Diesel's rule: `#[diesel(primary_key(…))]`, else `id`.
+fn key_field<'a>(
+    input: &'a DeriveInput,
+    fields: &'a syn::FieldsNamed,
+    diesel: &attr::DieselAttrs,
+    errors: &mut Errors,
+) -> Option<(&'a Ident, KeyType, Ident)> {
+    let (name, span): (String, Option<Span>) = match &diesel.primary_key {
+        Some((keys, span)) if keys.len() > 1 => {
+            errors.push(syn::Error::new(
+                *span,
+                "slotted counters do not support composite primary keys\n\n\
+                 help: key the model by one `i32`, `i64` or `String` column, e.g. a surrogate `id`",
+            ));
+            return None;
+        }
+        Some((keys, span)) => match keys.first() {
+            Some(key) => (key.to_string(), Some(key.span())),
+            None => {
+                errors.push(syn::Error::new(
+                    *span,
+                    "`primary_key()` names no column\n\nhelp: `#[diesel(primary_key(id))]`",
+                ));
+                return None;
+            }
+        },
+        None => ("id".to_owned(), None),
+    };
+    let Some(field) = fields
+        .named
+        .iter()
+        .find(|f| f.ident.as_ref().is_some_and(|i| *i == name))
+    else {
+        let message = format!("`{}` has no field `{name}`, its primary key", input.ident);
+        match span {
+            Some(span) => errors.push(syn::Error::new(
+                span,
+                format!("{message}\n\nhelp: name an existing field in `#[diesel(primary_key(…))]`"),
+            )),
+            None => errors.at(
+                &input.ident,
+                format_args!("{message} by Diesel's default"),
+                "add an `id` field, or name the key field with `#[diesel(primary_key(post_id))]`",
+            ),
+        }
+        return None;
+    };
+    let key = key_type(&field.ty);
+    if key.is_none() {
+        errors.at(
+            &field.ty,
+            "unsupported primary key type for a slotted counter",
+            "slotted counters are keyed by `i32`, `i64` or `String` (INTEGER, BIGINT, TEXT/VARCHAR)",
+        );
+    }
+    let ident = field.ident.as_ref()?;
+    let column = attr::column_name(&field.attrs).unwrap_or_else(|| ident.clone());
+    Some((ident, key?, column))
+}
+
+fn key_type(ty: &Type) -> Option<KeyType> {
+    let Type::Path(path) = ty else { return None };
+    if path.qself.is_some() {
+        return None;
+    }
+    let last = path.path.segments.last()?;
+    if !last.arguments.is_empty() {
+        return None;
+    }
+    match last.ident.to_string().as_str() {
+        "i32" => Some(KeyType::I32),
+        "i64" => Some(KeyType::I64),
+        "String" => Some(KeyType::String),
+        _ => None,
+    }
+}
+
+fn counter(
+    attr: &CounterAttr<'_>,
+    parent_table: &str,
+    key: Option<KeyType>,
+    errors: &mut Errors,
+) -> Option<Counter> {
+    let name = match &attr.counter {
+        Some(name) => checked_name(name, errors),
+        None if attr.invalid => None,
+        None => {
+            errors.at(attr.attr, "missing `counter` in #[slotted]", COUNTER_FORM);
+            None
+        }
+    };
+    let slots = match &attr.slots {
+        Some(lit) => checked_int(lit, "slots", 1, MAX_SLOTS, errors),
+        None if attr.invalid => None,
+        None => {
+            errors.at(
+                attr.attr,
+                "missing `slots` in #[slotted]",
+                "give the slot count: `#[slotted(counter = likes, slots = 16)]`; see the README on choosing it",
+            );
+            None
+        }
+    };
+    let max_key_length = match &attr.max_key_length {
+        Some(lit) if key.is_some_and(|k| k != KeyType::String) => {
+            errors.at(
+                lit,
+                "`max_key_length` applies only to `String` keys",
+                "remove it: integer keys have a fixed size",
+            );
+            None
+        }
+        Some(lit) => checked_int(lit, "max_key_length", 1, MAX_KEY_LENGTH, errors),
+        None => Some(DEFAULT_MAX_KEY_LENGTH),
+    };
+    let strategy = match &attr.strategy {
+        None => Some(Strategy::Thread),
+        Some(s) if s == "thread" => Some(Strategy::Thread),
+        Some(s) if s == "random" => Some(Strategy::Random),
+        Some(s) => {
+            errors.at(
+                s,
+                format_args!("unknown slot strategy `{s}`"),
+                "`strategy = thread` (the default: a slot per live thread) or `strategy = random`",
+            );
+            None
+        }
+    };
+    let bucket = match &attr.bucket {
+        None => Some(None),
+        Some(b) if b == "day" => Some(Some(Bucket::Day)),
+        Some(b) if b == "hour" => Some(Some(Bucket::Hour)),
+        Some(b) => {
+            errors.at(
+                b,
+                format_args!("unknown bucket `{b}`"),
+                "`bucket = day` or `bucket = hour` (UTC)",
+            );
+            None
+        }
+    };
+    let shared = match &attr.storage {
+        None => Some(false),
+        Some(s) if s == "table" => Some(false),
+        Some(s) if s == "shared" => Some(true),
+        Some(s) => {
+            errors.at(
+                s,
+                format_args!("unknown storage `{s}`"),
+                "`storage = table` (the default: a table per counter) or `storage = shared` (one `slotted_counters` table)",
+            );
+            None
+        }
+    };
+    if shared == Some(true) {
+        let storage = attr.storage.as_ref();
+        if key == Some(KeyType::String) {
+            errors.at(
+                storage,
+                "shared storage keeps integer keys only",
+                "key the model by `i32` or `i64`, or use `storage = table`",
+            );
+        }
+        if let Some(b) = &attr.bucket {
+            errors.at(
+                b,
+                "bucketed counters need a table of their own",
+                "remove `storage = shared`, or the `bucket`",
+            );
+        }
+        if let Some(t) = &attr.table {
+            errors.at(
+                t,
+                "shared counters live in the `slotted_counters` table",
+                "remove `table = …`, or `storage = shared`",
+            );
+        }
+    }
+    if let (Some(p), Some(b)) = (&attr.prefill, &attr.bucket) {
+        errors.at(
+            p,
+            "`prefill` does not combine with `bucket`: a new bucket starts with no rows",
+            format_args!("remove `prefill`, or `bucket = {b}`"),
+        );
+    }
+    let name = name?;
+    let table = match &attr.table {
+        Some(table) => checked_table(table, errors)?,
+        None => {
+            // Shared counters get a module for their marker type, named like a table.
+            let suffix = if attr.storage.as_ref().is_some_and(|s| s == "shared") {
+                ""
+            } else {
+                "_slots"
+            };
+            let text = format!("{parent_table}_{name}{suffix}");
+            let Some(table) = ident(&text, name.span()) else {
+                errors.at(
+                    &name,
+                    format_args!("the counter table name `{text}` is not an identifier"),
+                    format_args!("name the table: `#[slotted(counter = {name}, slots = …, table = {name}_slots)]`"),
+                );
+                return None;
+            };
+            if text.len() > MAX_TABLE_NAME {
+                errors.at(
+                    &name,
+                    format_args!("the counter table name `{table}` is longer than {MAX_TABLE_NAME} characters"),
+                    format_args!("name a shorter table: `#[slotted(counter = {name}, slots = …, table = {name}_slots)]`"),
+                );
+                return None;
+            }
+            table
+        }
+    };
+    Some(Counter {
+        name,
+        slots: slots?,
+        table,
+        max_key_length: max_key_length?,
+        strategy: strategy?,
+        bucket: bucket?,
+        prefill: attr.prefill.is_some(),
+        cache: attr.cache.clone(),
+        shared: shared?,
+    })
+}
+
+const KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern",
+    "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub",
+    "ref", "return", "self", "Self", "static", "struct", "super", "trait", "true", "type",
+    "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final", "gen", "macro",
+    "override", "priv", "try", "typeof", "unsized", "virtual", "yield",
+];
+
+fn checked_name(name: &Ident, errors: &mut Errors) -> Option<Ident> {
+    let text = name.to_string();
+    let problem = if KEYWORDS.contains(&text.as_str()) {
+        format!("counter name `{text}` is a Rust keyword")
+    } else if text.starts_with("r#") {
+        format!("counter name `{text}` is a raw identifier")
+    } else if !text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || text.starts_with('_')
+    {
+        format!(
+            "counter name `{text}` must be ASCII letters, digits and `_`, not starting with `_`"
+        )
+    } else {
+        return Some(name.clone());
+    };
+    errors.at(
+        name,
+        problem,
+        "name the counter with a plain snake_case identifier, e.g. `counter = likes`",
+    );
+    None
+}
+
+fn checked_table(table: &Ident, errors: &mut Errors) -> Option<Ident> {
+    let text = table.to_string();
+    if text.starts_with("r#") || !text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        errors.at(
+            table,
+            format_args!("table name `{text}` must be ASCII letters, digits and `_`"),
+            "e.g. `table = post_likes_slots`",
+        );
+        None
+    } else if KEYWORDS.contains(&text.as_str()) || text == "_" {
+        errors.at(
+            table,
+            format_args!("table name `{text}` is a Rust keyword"),
+            "the table is also a Rust module, which a keyword cannot name; e.g. `table = post_likes_slots`",
+        );
+        None
+    } else if text.len() > MAX_TABLE_NAME {
+        errors.at(
+            table,
+            format_args!("table name `{text}` is longer than {MAX_TABLE_NAME} characters"),
+            "PostgreSQL would cut it; choose a shorter name",
+        );
+        None
+    } else {
+        Some(table.clone())
+    }
+}
+
+fn checked_int(lit: &LitInt, key: &str, min: u16, max: u16, errors: &mut Errors) -> Option<u16> {
+    match lit.base10_parse::<u64>() {
+        Ok(v) if (u64::from(min)..=u64::from(max)).contains(&v) => u16::try_from(v).ok(),
+        // Out of range, negative (`-1`), or too large for u64.
+        _ if key == "slots" => {
+            errors.at(
+                lit,
+                format_args!("`slots` must be between {min} and {max}"),
+                format_args!(
+                    "a record's count is spread over 1 to {max} slot rows, and every read sums them; \
+                     16 to 128 suits most hot counters"
+                ),
+            );
+            None
+        }
+        _ if key == "max_key_length" => {
+            errors.at(
+                lit,
+                format_args!("`max_key_length` must be between {min} and {max}"),
+                format_args!(
+                    "a `String` key holds {min} to {max} characters: MySQL indexes at most {max} `utf8mb4` \
+                     characters in the key (3,072 bytes); the default is {DEFAULT_MAX_KEY_LENGTH}"
+                ),
+            );
+            None
+        }
+        _ => {
+            errors.at(
+                lit,
+                format_args!("`{key}` must be between {min} and {max}"),
+                format_args!(
+                    "`{key}` takes an integer from {min} to {max}, e.g. `#[slotted(counter = views, slots = 16, {key} = {min})]`"
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// Counters whose names, tables or generated methods would clash.
+fn check_collisions(counters: &[Counter], errors: &mut Errors) {
+    let mut tables: HashMap<String, &Ident> = HashMap::new();
+    let mut methods: HashMap<String, &Ident> = HashMap::new();
+    for counter in counters {
+        let name = counter.name.to_string();
+        if methods.get(&name).is_some_and(|first| **first == name) {
+            errors.at(
+                &counter.name,
+                format_args!("counter `{name}` is declared twice"),
+                "declare each counter once",
+            );
+            continue;
+        }
+        for method in [name.clone(), format!("{name}_of"), format!("{name}_totals")] {
+            if let Some(other) = methods.get(&method) {
+                errors.at(
+                    &counter.name,
+                    format_args!("counter `{name}` would generate the method `{method}`, which counter `{other}` generates too"),
+                    "rename one of the two counters",
+                );
+            }
+            methods.entry(method).or_insert(&counter.name);
+        }
+        let table = counter.table.to_string();
+        if let Some(other) = tables.get(&table) {
+            errors.at(
+                &counter.table,
+                format_args!("counters `{other}` and `{name}` would share the table `{table}`"),
+                "give each counter its own table with `table = …`",
+            );
+        }
+        tables.entry(table).or_insert(&counter.name);
+    }
+}
+
+/// Diesel's default table name: the struct name in snake_case, plus `s`.
+fn infer_table_name(name: &str) -> String {
+    let mut result = String::with_capacity(name.len() + 1);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            result.push('_');
+        }
+        result.extend(c.to_lowercase());
+    }
+    result.push('s');
+    result
+}
+
+/// `text` as an identifier, or `None` where `Ident::new` would panic (a macro must not).
+fn ident(text: &str, span: Span) -> Option<Ident> {
+    let mut ident = Ident::parse_any.parse_str(text).ok()?;
+    ident.set_span(span);
+    Some(ident)
+}

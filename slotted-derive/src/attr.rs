@@ -1,0 +1,354 @@
+//! Reads `#[slotted(…)]` and the parts of Diesel's `#[diesel(…)]` slotted reuses.
+
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::meta::ParseNestedMeta;
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Ident, LitInt, Meta, Path, Token};
+
+use crate::errors::Errors;
+
+const SLOTTED: &str = "slotted";
+const COUNTER: &str = "counter";
+const SLOTS: &str = "slots";
+const TABLE: &str = "table";
+const MAX_KEY_LENGTH: &str = "max_key_length";
+const STRATEGY: &str = "strategy";
+const BUCKET: &str = "bucket";
+const PREFILL: &str = "prefill";
+const CACHE: &str = "cache";
+const STORAGE: &str = "storage";
+const CRATE: &str = "crate";
+const KEYS: [&str; 10] = [
+    COUNTER,
+    SLOTS,
+    TABLE,
+    MAX_KEY_LENGTH,
+    STRATEGY,
+    BUCKET,
+    PREFILL,
+    CACHE,
+    STORAGE,
+    CRATE,
+];
+
+pub const COUNTER_FORM: &str =
+    "the correct format looks like `#[slotted(counter = likes, slots = 16)]`";
+
+/// One `#[slotted(…)]` attribute that declares a counter, as written.
+pub struct CounterAttr<'a> {
+    pub attr: &'a Attribute,
+    pub counter: Option<Ident>,
+    pub slots: Option<LitInt>,
+    pub table: Option<Ident>,
+    pub max_key_length: Option<LitInt>,
+    pub strategy: Option<Ident>,
+    pub bucket: Option<Ident>,
+    pub prefill: Option<Ident>,
+    pub cache: Option<Ident>,
+    pub storage: Option<Ident>,
+    /// A key or value was wrong and reported: do not also report missing keys.
+    pub invalid: bool,
+}
+
+/// Every `#[slotted(…)]` attribute of the input.
+pub struct SlottedAttrs<'a> {
+    pub counters: Vec<CounterAttr<'a>>,
+    pub krate: Option<Path>,
+}
+
+pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> SlottedAttrs<'a> {
+    let mut out = SlottedAttrs {
+        counters: Vec::new(),
+        krate: None,
+    };
+    for attr in attrs.iter().filter(|a| a.path().is_ident(SLOTTED)) {
+        let mut counter = CounterAttr {
+            attr,
+            counter: None,
+            slots: None,
+            table: None,
+            max_key_length: None,
+            strategy: None,
+            bucket: None,
+            prefill: None,
+            cache: None,
+            storage: None,
+            invalid: false,
+        };
+        let mut declares_counter = false;
+        let mut krate_here = false;
+        if attr.meta.require_list().is_err() {
+            errors.at(attr, "`#[slotted]` needs arguments", COUNTER_FORM);
+            continue;
+        }
+        let result = attr.parse_nested_meta(|meta| {
+            let Some(key) = meta.path.get_ident().map(Ident::to_string) else {
+                errors.at(&meta.path, "expected a key such as `counter` or `slots`", COUNTER_FORM);
+                return skip_value(&meta);
+            };
+            match key.as_str() {
+                // Parse #[slotted(counter = likes)]
+                COUNTER => {
+                    declares_counter = true;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.counter, parse_ident(&meta, COUNTER, "counter = likes, slots = 16")?)
+                }
+                // Parse #[slotted(slots = 16)]
+                SLOTS => {
+                    declares_counter = true;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.slots, parse_int(&meta, SLOTS, "counter = likes, slots = 16")?)
+                }
+                // Parse #[slotted(table = post_likes)]
+                TABLE => {
+                    declares_counter = true;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.table, parse_ident(&meta, TABLE, "table = post_likes")?)
+                }
+                // Parse #[slotted(max_key_length = 512)]
+                MAX_KEY_LENGTH => {
+                    declares_counter = true;
+                    let value = parse_int(&meta, MAX_KEY_LENGTH, "max_key_length = 512")?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.max_key_length, value)
+                }
+                // Parse #[slotted(strategy = thread)]
+                STRATEGY => {
+                    declares_counter = true;
+                    let value = parse_ident(&meta, STRATEGY, "strategy = thread")?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.strategy, value)
+                }
+                // Parse #[slotted(bucket = day)]
+                BUCKET => {
+                    declares_counter = true;
+                    let value = parse_ident(&meta, BUCKET, "bucket = day")?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.bucket, value)
+                }
+                // Parse #[slotted(prefill)]
+                PREFILL => {
+                    declares_counter = true;
+                    if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+                        errors.at(&meta.path, "`prefill` takes no value", "write it alone: `#[slotted(counter = likes, slots = 16, prefill)]`");
+                        skip_value(&meta)?;
+                    }
+                    let flag = meta.path.get_ident().cloned().unwrap_or_else(|| Ident::new(PREFILL, Span::call_site()));
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.prefill, Ok(flag))
+                }
+                // Parse #[slotted(cache = likes_count)]
+                CACHE => {
+                    declares_counter = true;
+                    let value = parse_ident(&meta, CACHE, "cache = likes_count")?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.cache, value)
+                }
+                // Parse #[slotted(storage = shared)]
+                STORAGE => {
+                    declares_counter = true;
+                    let value = parse_ident(&meta, STORAGE, "storage = shared")?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.storage, value)
+                }
+                // Parse #[slotted(crate = my_slotted)]
+                CRATE => {
+                    let path: Path = meta.value()?.call(Path::parse_mod_style).map_err(|e| {
+                        syn::Error::new(e.span(), "expected a path\n\nhelp: the correct format looks like `#[slotted(crate = my_slotted)]`")
+                    })?;
+                    if out.krate.is_some() || krate_here {
+                        errors.at(&meta.path, "duplicate `crate`", "give `crate = …` once, in one #[slotted] attribute");
+                    } else {
+                        out.krate = Some(path);
+                    }
+                    krate_here = true;
+                    Ok(())
+                }
+                _ => {
+                    let suggestion = KEYS
+                        .iter()
+                        .find(|k| similar(k, &key))
+                        .map(|k| format!("did you mean `{k}`? "))
+                        .unwrap_or_default();
+                    errors.at(
+                        &meta.path,
+                        format_args!("unknown key `{key}` in #[slotted]"),
+                        format_args!("{suggestion}#[slotted] takes `counter`, `slots`, `table`, `max_key_length`, `strategy`, `bucket`, `prefill`, `cache`, `storage` and `crate`"),
+                    );
+                    counter.invalid = true;
+                    skip_value(&meta)
+                }
+            }
+        });
+        if let Err(e) = result {
+            // syn's own syntax errors ("expected `,`") come without the right form: add it.
+            if e.to_string().contains("\n\nhelp: ") {
+                errors.push(e);
+            } else {
+                errors.push(syn::Error::new(
+                    e.span(),
+                    format!("{e}\n\nhelp: {COUNTER_FORM}"),
+                ));
+            }
+            continue;
+        }
+        if declares_counter || !krate_here {
+            out.counters.push(counter);
+        }
+    }
+    out
+}
+
+/// Stores a key's value, or reports it as given twice in one attribute.
+fn set_once<T>(
+    errors: &mut Errors,
+    meta: &ParseNestedMeta<'_>,
+    invalid: &mut bool,
+    slot: &mut Option<T>,
+    value: syn::Result<T>,
+) -> syn::Result<()> {
+    let value = match value {
+        Ok(value) => value,
+        Err(e) => {
+            errors.push(e);
+            *invalid = true;
+            return Ok(());
+        }
+    };
+    if slot.is_some() {
+        let key = meta
+            .path
+            .get_ident()
+            .map(Ident::to_string)
+            .unwrap_or_default();
+        errors.at(
+            &meta.path,
+            format_args!("duplicate `{key}` in one #[slotted] attribute"),
+            "give each key once; declare a second counter in an attribute of its own",
+        );
+    } else {
+        *slot = Some(value);
+    }
+    Ok(())
+}
+
+/// `key = ident`. The outer error is bad syntax, which ends the attribute; the inner one a value
+/// of the wrong kind, after which parsing goes on.
+fn parse_ident(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    example: &str,
+) -> syn::Result<syn::Result<Ident>> {
+    let input = meta.value().map_err(|e| with_form(e, key, example))?;
+    if input.peek(Ident::peek_any) {
+        return Ok(Ok(input.call(Ident::parse_any)?));
+    }
+    let found: syn::Expr = input.parse().map_err(|e| with_form(e, key, example))?;
+    Ok(Err(syn::Error::new_spanned(
+        found,
+        format!("expected an identifier for `{key}`\n\nhelp: the correct format looks like `#[slotted({example})]`"),
+    )))
+}
+
+/// `key = 16`, as [`parse_ident`].
+fn parse_int(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    example: &str,
+) -> syn::Result<syn::Result<LitInt>> {
+    let input = meta.value().map_err(|e| with_form(e, key, example))?;
+    if input.peek(LitInt) {
+        return Ok(Ok(input.parse()?));
+    }
+    let found: syn::Expr = input.parse().map_err(|e| with_form(e, key, example))?;
+    Ok(Err(syn::Error::new_spanned(
+        found,
+        format!("expected an integer literal for `{key}`\n\nhelp: the correct format looks like `#[slotted({example})]`"),
+    )))
+}
+
+fn with_form(e: syn::Error, key: &str, example: &str) -> syn::Error {
+    syn::Error::new(
+        e.span(),
+        format!("{e} after `{key}`\n\nhelp: the correct format looks like `#[slotted({example})]`"),
+    )
+}
+
+/// Consumes `= value` or `(…)` after a key that was reported, so parsing goes on to the next.
+fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(Token![=]) {
+        let _: syn::Expr = meta.value()?.parse()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        let _group: proc_macro2::Group = meta.input.parse()?;
+    }
+    Ok(())
+}
+
+/// One edit apart, or a letter too many or too few: worth a "did you mean".
+fn similar(known: &str, typed: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (known.chars().collect(), typed.chars().collect());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            let next = (row[j + 1] + 1).min(row[j] + 1).min(prev + cost);
+            prev = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()] <= 2
+}
+
+/// What slotted reads of `#[diesel(…)]`; everything else there is Diesel's business.
+#[derive(Default)]
+pub struct DieselAttrs {
+    /// `table_name = posts` or `table_name = crate::schema::posts`.
+    pub table_name: Option<Path>,
+    /// `primary_key(id)`, with the list's span.
+    pub primary_key: Option<(Vec<Ident>, Span)>,
+}
+
+/// A field's `#[diesel(column_name = …)]`, if it has one.
+pub fn column_name(attrs: &[Attribute]) -> Option<Ident> {
+    let mut found = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident("diesel")) {
+        let Ok(metas) = attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
+        else {
+            continue;
+        };
+        for meta in metas {
+            if let Meta::NameValue(nv) = meta {
+                if let (true, syn::Expr::Path(p)) = (nv.path.is_ident("column_name"), nv.value) {
+                    found = p.path.get_ident().cloned();
+                }
+            }
+        }
+    }
+    found
+}
+
+pub fn parse_diesel(attrs: &[Attribute]) -> DieselAttrs {
+    let mut out = DieselAttrs::default();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("diesel")) {
+        // Malformed #[diesel] attributes are Diesel's own derives' to report.
+        let Ok(metas) = attr.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)
+        else {
+            continue;
+        };
+        for meta in metas {
+            match meta {
+                // Parse #[diesel(table_name = posts)] and #[diesel(table_name = crate::schema::posts)]
+                Meta::NameValue(nv) if nv.path.is_ident("table_name") => {
+                    if let syn::Expr::Path(p) = nv.value {
+                        out.table_name = Some(p.path);
+                    }
+                }
+                // Parse #[diesel(primary_key(id))] and #[diesel(primary_key(a, b))]
+                Meta::List(list) if list.path.is_ident("primary_key") => {
+                    let span = list.delimiter.span().join();
+                    if let Ok(keys) =
+                        list.parse_args_with(Punctuated::<Ident, Token![,]>::parse_terminated)
+                    {
+                        out.primary_key = Some((keys.into_iter().collect(), span));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,223 @@
+//! Writes the code: per counter a Diesel `table!` (or, for shared storage, a marker type), its
+//! `CounterTable` impl and three accessors; per model a `SlottedModel` impl. Everything reaches
+//! the runtime through the `crate` path (`::slotted_core` unless renamed), and Diesel through its
+//! hidden re-export.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::ext::IdentExt;
+
+use crate::ast::{Bucket, Counter, KeyType, Model, Strategy};
+
+pub fn expand(model: &Model<'_>) -> TokenStream {
+    let krate = &model.krate;
+    let ident = model.ident;
+    let counters = model
+        .counters
+        .iter()
+        .map(|counter| expand_counter(model, counter));
+    let specs = model.counters.iter().map(|c| {
+        let ty = counter_type(c);
+        quote!(<#ty as #krate::CounterTable>::SPEC)
+    });
+    quote! {
+        #(#counters)*
+
+        #[automatically_derived]
+        impl #krate::SlottedModel for #ident {
+            const COUNTERS: &'static [#krate::CounterSpec] = &[#(#specs),*];
+        }
+    }
+}
+
+/// The type that names the counter: the Diesel table type, or the shared marker.
+fn counter_type(counter: &Counter) -> TokenStream {
+    let table = &counter.table;
+    if counter.shared {
+        quote!(#table::counter)
+    } else {
+        quote!(#table::table)
+    }
+}
+
+fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
+    let krate = &model.krate;
+    let (ident, vis, key_field) = (model.ident, model.vis, model.key_field);
+    let name = &counter.name;
+    let ty = counter_type(counter);
+    let (key_ty, sql_type, kind) = match model.key {
+        KeyType::I32 => (quote!(i32), quote!(Integer), quote!(Integer)),
+        KeyType::I64 => (quote!(i64), quote!(BigInt), quote!(BigInt)),
+        KeyType::String => (quote!(::std::string::String), quote!(Text), quote!(Text)),
+    };
+    let of = format_ident!("{}_of", name);
+    let totals = format_ident!("{}_totals", name);
+    let model_name = ident.unraw().to_string();
+    let counter_name = name.to_string();
+    let slots = counter.slots;
+    let max_key_length = counter.max_key_length;
+    let strategy = match counter.strategy {
+        Strategy::Thread => quote!(Thread),
+        Strategy::Random => quote!(Random),
+    };
+    let parent_table = model
+        .parent
+        .segments
+        .last()
+        .map(|s| s.ident.unraw().to_string())
+        .unwrap_or_default();
+    let (table_name, storage) = if counter.shared {
+        let record_type = format!("{parent_table}.{counter_name}");
+        (
+            quote!(#krate::SHARED_TABLE),
+            quote!(#krate::Storage::Shared { record_type: #record_type }),
+        )
+    } else {
+        let table_name = counter.table.to_string();
+        (quote!(#table_name), quote!(#krate::Storage::Table))
+    };
+    let bucket = match counter.bucket {
+        None => quote!(::core::option::Option::None),
+        Some(Bucket::Day) => quote!(::core::option::Option::Some(#krate::BucketWidth::Day)),
+        Some(Bucket::Hour) => quote!(::core::option::Option::Some(#krate::BucketWidth::Hour)),
+    };
+    let prefill = counter.prefill;
+    let parent = &model.parent;
+    let (cache, cache_impl) = match &counter.cache {
+        None => (quote!(::core::option::Option::None), quote!()),
+        Some(column) => {
+            let key_column = &model.key_column;
+            let column_trait = quote!(#krate::__private::diesel::Column);
+            (
+                quote!(::core::option::Option::Some(#krate::CacheSpec {
+                    table: #parent_table,
+                    key_column: <#parent::#key_column as #column_trait>::NAME,
+                    column: <#parent::#column as #column_trait>::NAME,
+                })),
+                quote! {
+                    #[automatically_derived]
+                    impl #krate::CachedCounterTable for #ty {}
+                    const _: () = #krate::__private::assert_cache_column::<#parent::#column>();
+                },
+            )
+        }
+    };
+    let marker_impls = {
+        let bucketed = counter
+            .bucket
+            .map(|_| quote!(#[automatically_derived] impl #krate::BucketedCounterTable for #ty {}));
+        let prefilled = prefill.then(
+            || quote!(#[automatically_derived] impl #krate::PrefilledCounterTable for #ty {}),
+        );
+        quote!(#bucketed #prefilled #cache_impl)
+    };
+    let declaration = declare_table(model, counter, &sql_type);
+    let accessor_doc = format!("The `{counter_name}` counter of this record ({slots} slots).");
+    let of_doc = format!(
+        "The `{counter_name}` counter of the record with this key, without loading the record."
+    );
+    let totals_doc = format!(
+        "The `{counter_name}` counts of many records by key, each key present (0 when it has no \
+         slot): one query per `slotted_core::TOTALS_CHUNK` keys."
+    );
+    quote! {
+        #declaration
+
+        #[automatically_derived]
+        impl #krate::CounterTable for #ty {
+            type Key = #key_ty;
+            const SPEC: #krate::CounterSpec = #krate::CounterSpec {
+                model: #model_name,
+                counter: #counter_name,
+                table: #table_name,
+                slots: #slots,
+                strategy: #krate::SlotStrategy::#strategy,
+                key: #krate::KeyKind::#kind,
+                max_key_length: #max_key_length,
+                storage: #storage,
+                bucket: #bucket,
+                prefill: #prefill,
+                cache: #cache,
+            };
+        }
+
+        #marker_impls
+
+        #[automatically_derived]
+        impl #ident {
+            #[doc = #accessor_doc]
+            #vis fn #name(&self) -> #krate::Counter<'_, #ty> {
+                #krate::Counter::new(&self.#key_field)
+            }
+
+            #[doc = #of_doc]
+            #vis fn #of(key: impl ::core::convert::Into<#key_ty>) -> #krate::Counter<'static, #ty> {
+                #krate::Counter::of(key.into())
+            }
+
+            #[doc = #totals_doc]
+            #vis fn #totals<C: #krate::CounterConnection>(
+                keys: &[#key_ty],
+                conn: &mut C,
+            ) -> #krate::Result<#krate::__private::HashMap<#key_ty, i64>> {
+                #krate::Counter::<#ty>::totals(keys, conn)
+            }
+        }
+    }
+}
+
+/// The counter's table, as a Diesel `table!`; for shared storage, a module holding the marker
+/// type (the rows are in `slotted_core::shared::slotted_counters`).
+fn declare_table(model: &Model<'_>, counter: &Counter, sql_type: &TokenStream) -> TokenStream {
+    let krate = &model.krate;
+    let table = &counter.table;
+    let model_name = model.ident.unraw().to_string();
+    let counter_name = counter.name.to_string();
+    if counter.shared {
+        let doc = format!(
+            "The `{counter_name}` counter of [`{model_name}`], kept in the shared `slotted_counters` \
+             table. Declared by `#[derive(SlottedCounter)]`."
+        );
+        let vis = model.vis;
+        return quote! {
+            #[doc = #doc]
+            #[allow(non_camel_case_types)]
+            #vis mod #table {
+                /// The counter's type: `CounterTable` and the maintenance calls are on it.
+                #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+                pub struct counter;
+            }
+        };
+    }
+    let table_doc = format!(
+        "The slots of the `{counter_name}` counter of [`{model_name}`]: {} rows a record at most, \
+         whose `count`s add up to its total. Declared by `#[derive(SlottedCounter)]`.",
+        counter.slots
+    );
+    let key_doc = format!("The `{}` of the counted `{model_name}`.", model.key_field);
+    let slot_doc = format!("The slot, 0 to {}.", counter.slots - 1);
+    let (bucket_key, bucket_column) = match counter.bucket {
+        None => (quote!(), quote!()),
+        Some(_) => (
+            quote!(bucket,),
+            quote! {
+                /// The time bucket: the Unix time, in seconds, at which it starts (UTC).
+                bucket -> BigInt,
+            },
+        ),
+    };
+    quote! {
+        #krate::__private::diesel::table! {
+            #[doc = #table_doc]
+            #table (record_id, #bucket_key slot) {
+                #[doc = #key_doc]
+                record_id -> #sql_type,
+                #bucket_column
+                #[doc = #slot_doc]
+                slot -> SmallInt,
+                /// This slot's share of the count.
+                count -> BigInt,
+            }
+        }
+    }
+}

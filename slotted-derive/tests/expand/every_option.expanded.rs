@@ -1,0 +1,200 @@
+slotted::__private::diesel::table! {
+    #[doc =
+    "The slots of the `likes` counter of [`Video`]: 16 rows a record at most, whose `count`s add up to its total. Declared by `#[derive(SlottedCounter)]`."]
+    videos_likes_slots(record_id, slot) { #[doc = "The `id` of the counted `Video`."]
+    record_id -> BigInt, #[doc = "The slot, 0 to 15."] slot -> SmallInt, #[doc =
+    r" This slot's share of the count."] count -> BigInt, }
+}
+#[automatically_derived]
+impl slotted::CounterTable for videos_likes_slots::table {
+    type Key = i64;
+    const SPEC: slotted::CounterSpec = slotted::CounterSpec {
+        model: "Video",
+        counter: "likes",
+        table: "videos_likes_slots",
+        slots: 16u16,
+        strategy: slotted::SlotStrategy::Thread,
+        key: slotted::KeyKind::BigInt,
+        max_key_length: 255u16,
+        storage: slotted::Storage::Table,
+        bucket: ::core::option::Option::None,
+        prefill: false,
+        cache: ::core::option::Option::Some(slotted::CacheSpec {
+            table: "videos",
+            key_column: <videos::video_id as slotted::__private::diesel::Column>::NAME,
+            column: <videos::likes_count as slotted::__private::diesel::Column>::NAME,
+        }),
+    };
+}
+#[automatically_derived]
+impl slotted::CachedCounterTable for videos_likes_slots::table {}
+const _: () = slotted::__private::assert_cache_column::<videos::likes_count>();
+#[automatically_derived]
+impl Video {
+    ///The `likes` counter of this record (16 slots).
+    pub fn likes(&self) -> slotted::Counter<'_, videos_likes_slots::table> {
+        slotted::Counter::new(&self.id)
+    }
+    ///The `likes` counter of the record with this key, without loading the record.
+    pub fn likes_of(
+        key: impl ::core::convert::Into<i64>,
+    ) -> slotted::Counter<'static, videos_likes_slots::table> {
+        slotted::Counter::of(key.into())
+    }
+    ///The `likes` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
+    pub fn likes_totals<C: slotted::CounterConnection>(
+        keys: &[i64],
+        conn: &mut C,
+    ) -> slotted::Result<slotted::__private::HashMap<i64, i64>> {
+        slotted::Counter::<videos_likes_slots::table>::totals(keys, conn)
+    }
+}
+slotted::__private::diesel::table! {
+    #[doc =
+    "The slots of the `views` counter of [`Video`]: 64 rows a record at most, whose `count`s add up to its total. Declared by `#[derive(SlottedCounter)]`."]
+    video_view_slots(record_id, bucket, slot) { #[doc =
+    "The `id` of the counted `Video`."] record_id -> BigInt, #[doc =
+    r" The time bucket: the Unix time, in seconds, at which it starts (UTC)."] bucket ->
+    BigInt, #[doc = "The slot, 0 to 63."] slot -> SmallInt, #[doc =
+    r" This slot's share of the count."] count -> BigInt, }
+}
+#[automatically_derived]
+impl slotted::CounterTable for video_view_slots::table {
+    type Key = i64;
+    const SPEC: slotted::CounterSpec = slotted::CounterSpec {
+        model: "Video",
+        counter: "views",
+        table: "video_view_slots",
+        slots: 64u16,
+        strategy: slotted::SlotStrategy::Thread,
+        key: slotted::KeyKind::BigInt,
+        max_key_length: 255u16,
+        storage: slotted::Storage::Table,
+        bucket: ::core::option::Option::Some(slotted::BucketWidth::Day),
+        prefill: false,
+        cache: ::core::option::Option::None,
+    };
+}
+#[automatically_derived]
+impl slotted::BucketedCounterTable for video_view_slots::table {}
+#[automatically_derived]
+impl Video {
+    ///The `views` counter of this record (64 slots).
+    pub fn views(&self) -> slotted::Counter<'_, video_view_slots::table> {
+        slotted::Counter::new(&self.id)
+    }
+    ///The `views` counter of the record with this key, without loading the record.
+    pub fn views_of(
+        key: impl ::core::convert::Into<i64>,
+    ) -> slotted::Counter<'static, video_view_slots::table> {
+        slotted::Counter::of(key.into())
+    }
+    ///The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
+    pub fn views_totals<C: slotted::CounterConnection>(
+        keys: &[i64],
+        conn: &mut C,
+    ) -> slotted::Result<slotted::__private::HashMap<i64, i64>> {
+        slotted::Counter::<video_view_slots::table>::totals(keys, conn)
+    }
+}
+slotted::__private::diesel::table! {
+    #[doc =
+    "The slots of the `shares` counter of [`Video`]: 8 rows a record at most, whose `count`s add up to its total. Declared by `#[derive(SlottedCounter)]`."]
+    videos_shares_slots(record_id, slot) { #[doc = "The `id` of the counted `Video`."]
+    record_id -> BigInt, #[doc = "The slot, 0 to 7."] slot -> SmallInt, #[doc =
+    r" This slot's share of the count."] count -> BigInt, }
+}
+#[automatically_derived]
+impl slotted::CounterTable for videos_shares_slots::table {
+    type Key = i64;
+    const SPEC: slotted::CounterSpec = slotted::CounterSpec {
+        model: "Video",
+        counter: "shares",
+        table: "videos_shares_slots",
+        slots: 8u16,
+        strategy: slotted::SlotStrategy::Thread,
+        key: slotted::KeyKind::BigInt,
+        max_key_length: 255u16,
+        storage: slotted::Storage::Table,
+        bucket: ::core::option::Option::None,
+        prefill: true,
+        cache: ::core::option::Option::None,
+    };
+}
+#[automatically_derived]
+impl slotted::PrefilledCounterTable for videos_shares_slots::table {}
+#[automatically_derived]
+impl Video {
+    ///The `shares` counter of this record (8 slots).
+    pub fn shares(&self) -> slotted::Counter<'_, videos_shares_slots::table> {
+        slotted::Counter::new(&self.id)
+    }
+    ///The `shares` counter of the record with this key, without loading the record.
+    pub fn shares_of(
+        key: impl ::core::convert::Into<i64>,
+    ) -> slotted::Counter<'static, videos_shares_slots::table> {
+        slotted::Counter::of(key.into())
+    }
+    ///The `shares` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
+    pub fn shares_totals<C: slotted::CounterConnection>(
+        keys: &[i64],
+        conn: &mut C,
+    ) -> slotted::Result<slotted::__private::HashMap<i64, i64>> {
+        slotted::Counter::<videos_shares_slots::table>::totals(keys, conn)
+    }
+}
+///The `saves` counter of [`Video`], kept in the shared `slotted_counters` table. Declared by `#[derive(SlottedCounter)]`.
+#[allow(non_camel_case_types)]
+pub mod videos_saves {
+    /// The counter's type: `CounterTable` and the maintenance calls are on it.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    pub struct counter;
+}
+#[automatically_derived]
+impl slotted::CounterTable for videos_saves::counter {
+    type Key = i64;
+    const SPEC: slotted::CounterSpec = slotted::CounterSpec {
+        model: "Video",
+        counter: "saves",
+        table: slotted::SHARED_TABLE,
+        slots: 2u16,
+        strategy: slotted::SlotStrategy::Thread,
+        key: slotted::KeyKind::BigInt,
+        max_key_length: 255u16,
+        storage: slotted::Storage::Shared {
+            record_type: "videos.saves",
+        },
+        bucket: ::core::option::Option::None,
+        prefill: false,
+        cache: ::core::option::Option::None,
+    };
+}
+#[automatically_derived]
+impl Video {
+    ///The `saves` counter of this record (2 slots).
+    pub fn saves(&self) -> slotted::Counter<'_, videos_saves::counter> {
+        slotted::Counter::new(&self.id)
+    }
+    ///The `saves` counter of the record with this key, without loading the record.
+    pub fn saves_of(
+        key: impl ::core::convert::Into<i64>,
+    ) -> slotted::Counter<'static, videos_saves::counter> {
+        slotted::Counter::of(key.into())
+    }
+    ///The `saves` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
+    pub fn saves_totals<C: slotted::CounterConnection>(
+        keys: &[i64],
+        conn: &mut C,
+    ) -> slotted::Result<slotted::__private::HashMap<i64, i64>> {
+        slotted::Counter::<videos_saves::counter>::totals(keys, conn)
+    }
+}
+#[automatically_derived]
+impl slotted::SlottedModel for Video {
+    const COUNTERS: &'static [slotted::CounterSpec] = &[
+        <videos_likes_slots::table as slotted::CounterTable>::SPEC,
+        <video_view_slots::table as slotted::CounterTable>::SPEC,
+        <videos_shares_slots::table as slotted::CounterTable>::SPEC,
+        <videos_saves::counter as slotted::CounterTable>::SPEC,
+    ];
+}

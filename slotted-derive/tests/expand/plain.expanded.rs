@@ -1,0 +1,50 @@
+::slotted_core::__private::diesel::table! {
+    #[doc =
+    "The slots of the `likes` counter of [`Post`]: 16 rows a record at most, whose `count`s add up to its total. Declared by `#[derive(SlottedCounter)]`."]
+    posts_likes_slots(record_id, slot) { #[doc = "The `id` of the counted `Post`."]
+    record_id -> Integer, #[doc = "The slot, 0 to 15."] slot -> SmallInt, #[doc =
+    r" This slot's share of the count."] count -> BigInt, }
+}
+#[automatically_derived]
+impl ::slotted_core::CounterTable for posts_likes_slots::table {
+    type Key = i32;
+    const SPEC: ::slotted_core::CounterSpec = ::slotted_core::CounterSpec {
+        model: "Post",
+        counter: "likes",
+        table: "posts_likes_slots",
+        slots: 16u16,
+        strategy: ::slotted_core::SlotStrategy::Thread,
+        key: ::slotted_core::KeyKind::Integer,
+        max_key_length: 255u16,
+        storage: ::slotted_core::Storage::Table,
+        bucket: ::core::option::Option::None,
+        prefill: false,
+        cache: ::core::option::Option::None,
+    };
+}
+#[automatically_derived]
+impl Post {
+    ///The `likes` counter of this record (16 slots).
+    pub fn likes(&self) -> ::slotted_core::Counter<'_, posts_likes_slots::table> {
+        ::slotted_core::Counter::new(&self.id)
+    }
+    ///The `likes` counter of the record with this key, without loading the record.
+    pub fn likes_of(
+        key: impl ::core::convert::Into<i32>,
+    ) -> ::slotted_core::Counter<'static, posts_likes_slots::table> {
+        ::slotted_core::Counter::of(key.into())
+    }
+    ///The `likes` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
+    pub fn likes_totals<C: ::slotted_core::CounterConnection>(
+        keys: &[i32],
+        conn: &mut C,
+    ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<i32, i64>> {
+        ::slotted_core::Counter::<posts_likes_slots::table>::totals(keys, conn)
+    }
+}
+#[automatically_derived]
+impl ::slotted_core::SlottedModel for Post {
+    const COUNTERS: &'static [::slotted_core::CounterSpec] = &[
+        <posts_likes_slots::table as ::slotted_core::CounterTable>::SPEC,
+    ];
+}

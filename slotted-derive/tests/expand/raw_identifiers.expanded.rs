@@ -1,0 +1,106 @@
+::slotted_core::__private::diesel::table! {
+    #[doc =
+    "The slots of the `goals` counter of [`Match`]: 8 rows a record at most, whose `count`s add up to its total. Declared by `#[derive(SlottedCounter)]`."]
+    match_goals_slots(record_id, slot) { #[doc = "The `r#type` of the counted `Match`."]
+    record_id -> Integer, #[doc = "The slot, 0 to 7."] slot -> SmallInt, #[doc =
+    r" This slot's share of the count."] count -> BigInt, }
+}
+#[automatically_derived]
+impl ::slotted_core::CounterTable for match_goals_slots::table {
+    type Key = i32;
+    const SPEC: ::slotted_core::CounterSpec = ::slotted_core::CounterSpec {
+        model: "Match",
+        counter: "goals",
+        table: "match_goals_slots",
+        slots: 8u16,
+        strategy: ::slotted_core::SlotStrategy::Thread,
+        key: ::slotted_core::KeyKind::Integer,
+        max_key_length: 255u16,
+        storage: ::slotted_core::Storage::Table,
+        bucket: ::core::option::Option::None,
+        prefill: false,
+        cache: ::core::option::Option::Some(::slotted_core::CacheSpec {
+            table: "match",
+            key_column: <crate::schema::r#match::r#type as ::slotted_core::__private::diesel::Column>::NAME,
+            column: <crate::schema::r#match::goals_count as ::slotted_core::__private::diesel::Column>::NAME,
+        }),
+    };
+}
+#[automatically_derived]
+impl ::slotted_core::CachedCounterTable for match_goals_slots::table {}
+const _: () = ::slotted_core::__private::assert_cache_column::<
+    crate::schema::r#match::goals_count,
+>();
+#[automatically_derived]
+impl r#Match {
+    ///The `goals` counter of this record (8 slots).
+    pub fn goals(&self) -> ::slotted_core::Counter<'_, match_goals_slots::table> {
+        ::slotted_core::Counter::new(&self.r#type)
+    }
+    ///The `goals` counter of the record with this key, without loading the record.
+    pub fn goals_of(
+        key: impl ::core::convert::Into<i32>,
+    ) -> ::slotted_core::Counter<'static, match_goals_slots::table> {
+        ::slotted_core::Counter::of(key.into())
+    }
+    ///The `goals` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
+    pub fn goals_totals<C: ::slotted_core::CounterConnection>(
+        keys: &[i32],
+        conn: &mut C,
+    ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<i32, i64>> {
+        ::slotted_core::Counter::<match_goals_slots::table>::totals(keys, conn)
+    }
+}
+///The `fouls` counter of [`Match`], kept in the shared `slotted_counters` table. Declared by `#[derive(SlottedCounter)]`.
+#[allow(non_camel_case_types)]
+pub mod match_fouls {
+    /// The counter's type: `CounterTable` and the maintenance calls are on it.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    pub struct counter;
+}
+#[automatically_derived]
+impl ::slotted_core::CounterTable for match_fouls::counter {
+    type Key = i32;
+    const SPEC: ::slotted_core::CounterSpec = ::slotted_core::CounterSpec {
+        model: "Match",
+        counter: "fouls",
+        table: ::slotted_core::SHARED_TABLE,
+        slots: 2u16,
+        strategy: ::slotted_core::SlotStrategy::Thread,
+        key: ::slotted_core::KeyKind::Integer,
+        max_key_length: 255u16,
+        storage: ::slotted_core::Storage::Shared {
+            record_type: "match.fouls",
+        },
+        bucket: ::core::option::Option::None,
+        prefill: false,
+        cache: ::core::option::Option::None,
+    };
+}
+#[automatically_derived]
+impl r#Match {
+    ///The `fouls` counter of this record (2 slots).
+    pub fn fouls(&self) -> ::slotted_core::Counter<'_, match_fouls::counter> {
+        ::slotted_core::Counter::new(&self.r#type)
+    }
+    ///The `fouls` counter of the record with this key, without loading the record.
+    pub fn fouls_of(
+        key: impl ::core::convert::Into<i32>,
+    ) -> ::slotted_core::Counter<'static, match_fouls::counter> {
+        ::slotted_core::Counter::of(key.into())
+    }
+    ///The `fouls` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
+    pub fn fouls_totals<C: ::slotted_core::CounterConnection>(
+        keys: &[i32],
+        conn: &mut C,
+    ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<i32, i64>> {
+        ::slotted_core::Counter::<match_fouls::counter>::totals(keys, conn)
+    }
+}
+#[automatically_derived]
+impl ::slotted_core::SlottedModel for r#Match {
+    const COUNTERS: &'static [::slotted_core::CounterSpec] = &[
+        <match_goals_slots::table as ::slotted_core::CounterTable>::SPEC,
+        <match_fouls::counter as ::slotted_core::CounterTable>::SPEC,
+    ];
+}

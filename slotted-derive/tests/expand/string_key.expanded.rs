@@ -1,0 +1,52 @@
+::slotted_core::__private::diesel::table! {
+    #[doc =
+    "The slots of the `views` counter of [`Page`]: 4 rows a record at most, whose `count`s add up to its total. Declared by `#[derive(SlottedCounter)]`."]
+    pages_views_slots(record_id, slot) { #[doc = "The `url` of the counted `Page`."]
+    record_id -> Text, #[doc = "The slot, 0 to 3."] slot -> SmallInt, #[doc =
+    r" This slot's share of the count."] count -> BigInt, }
+}
+#[automatically_derived]
+impl ::slotted_core::CounterTable for pages_views_slots::table {
+    type Key = ::std::string::String;
+    const SPEC: ::slotted_core::CounterSpec = ::slotted_core::CounterSpec {
+        model: "Page",
+        counter: "views",
+        table: "pages_views_slots",
+        slots: 4u16,
+        strategy: ::slotted_core::SlotStrategy::Random,
+        key: ::slotted_core::KeyKind::Text,
+        max_key_length: 512u16,
+        storage: ::slotted_core::Storage::Table,
+        bucket: ::core::option::Option::None,
+        prefill: false,
+        cache: ::core::option::Option::None,
+    };
+}
+#[automatically_derived]
+impl Page {
+    ///The `views` counter of this record (4 slots).
+    pub(crate) fn views(&self) -> ::slotted_core::Counter<'_, pages_views_slots::table> {
+        ::slotted_core::Counter::new(&self.url)
+    }
+    ///The `views` counter of the record with this key, without loading the record.
+    pub(crate) fn views_of(
+        key: impl ::core::convert::Into<::std::string::String>,
+    ) -> ::slotted_core::Counter<'static, pages_views_slots::table> {
+        ::slotted_core::Counter::of(key.into())
+    }
+    ///The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
+    pub(crate) fn views_totals<C: ::slotted_core::CounterConnection>(
+        keys: &[::std::string::String],
+        conn: &mut C,
+    ) -> ::slotted_core::Result<
+        ::slotted_core::__private::HashMap<::std::string::String, i64>,
+    > {
+        ::slotted_core::Counter::<pages_views_slots::table>::totals(keys, conn)
+    }
+}
+#[automatically_derived]
+impl ::slotted_core::SlottedModel for Page {
+    const COUNTERS: &'static [::slotted_core::CounterSpec] = &[
+        <pages_views_slots::table as ::slotted_core::CounterTable>::SPEC,
+    ];
+}

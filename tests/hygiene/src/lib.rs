@@ -1,0 +1,134 @@
+//! A user crate as strict as they come, with every kind of counter: the derive's expansion must
+//! compile here without a warning, reach slotted-core under its renamed name, and not be confused
+//! by a module of the user's own called `diesel`.
+#![deny(warnings, missing_docs, clippy::all, unused_qualifications)]
+#![forbid(unsafe_code)]
+
+use slotted::SlottedCounter;
+
+/// The user's own module named like the crate: generated code must not resolve `diesel` to it.
+pub mod diesel {
+    /// Not Diesel.
+    pub fn connect() {}
+}
+
+/// User types named like the standard ones the expansion uses: it must name its own absolutely.
+pub mod shadows {
+    /// Not `std::result::Result`.
+    pub type Result<T> = ::core::result::Result<T, ()>;
+    /// Not `std::option::Option`.
+    pub struct Option;
+    /// Not `std::string::String`.
+    pub struct String;
+    /// Not `std::collections::HashMap`.
+    pub struct HashMap;
+    /// Not `std::convert::Into`.
+    pub trait Into {}
+    /// Not `core`.
+    pub mod core {}
+}
+#[allow(unused_imports)]
+use shadows::*;
+
+::diesel::table! {
+    /// The posts.
+    posts (id) {
+        /// Key.
+        id -> Integer,
+        /// The rolled-up likes.
+        likes_count -> BigInt,
+    }
+}
+
+/// A post with every kind of counter.
+#[derive(Debug, SlottedCounter)]
+#[diesel(table_name = posts)]
+#[slotted(crate = slotted)]
+#[slotted(counter = likes, slots = 16, cache = likes_count)]
+#[slotted(counter = views, slots = 64, strategy = random, bucket = day)]
+#[slotted(counter = shares, slots = 4, prefill)]
+#[slotted(counter = saves, slots = 8, storage = shared)]
+pub struct Post {
+    /// Key.
+    pub id: i32,
+}
+
+/// A page counted by URL.
+#[derive(Debug, SlottedCounter)]
+#[diesel(table_name = pages, primary_key(url))]
+#[slotted(crate = slotted, counter = hits, slots = 8, max_key_length = 512)]
+pub struct Page {
+    /// Key.
+    pub url: ::std::string::String,
+}
+
+/// A private model in a private module: the expansion must not leak or warn either.
+mod private {
+    use slotted::SlottedCounter;
+
+    #[derive(SlottedCounter)]
+    #[slotted(crate = slotted, counter = clicks, slots = 2)]
+    pub(crate) struct Banner {
+        pub(crate) id: i64,
+    }
+
+    pub(crate) fn banner(id: i64) -> Banner {
+        Banner { id }
+    }
+}
+
+/// Counts a click on a banner, whose model is private.
+pub fn count_banner_click(id: i64, conn: &mut ::diesel::SqliteConnection) -> slotted::Result<()> {
+    private::banner(id).clicks().increment(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use ::diesel::connection::SimpleConnection;
+    use ::diesel::{Connection, SqliteConnection};
+    use diesel_migrations::MigrationHarness;
+    use slotted::{CounterMaintenance, CounterMigrations};
+
+    use super::*;
+
+    #[test]
+    fn every_kind_of_counter_counts() {
+        diesel::connect();
+        let mut conn = SqliteConnection::establish(":memory:").unwrap();
+        conn.batch_execute(
+            "CREATE TABLE posts (id INTEGER PRIMARY KEY NOT NULL, likes_count BIGINT NOT NULL)",
+        )
+        .unwrap();
+        conn.batch_execute("INSERT INTO posts (id, likes_count) VALUES (1, 0)")
+            .unwrap();
+        let migrations = CounterMigrations::of::<Post>()
+            .and::<Page>()
+            .and::<private::Banner>();
+        conn.run_pending_migrations(migrations).unwrap();
+
+        let post = Post { id: 1 };
+        post.likes().add(3, &mut conn).unwrap();
+        post.views().increment(&mut conn).unwrap();
+        post.shares().create_slots(&mut conn).unwrap();
+        post.shares().increment(&mut conn).unwrap();
+        post.saves().add(2, &mut conn).unwrap();
+        Page::hits_of("https://example.com/")
+            .increment(&mut conn)
+            .unwrap();
+        count_banner_click(7, &mut conn).unwrap();
+        assert_eq!(post.likes().refresh_cache(&mut conn).unwrap(), 1);
+        posts_likes_slots::table.compact_all(10, &mut conn).unwrap();
+
+        let totals = (
+            post.likes().total(&mut conn).unwrap(),
+            post.views().total(&mut conn).unwrap(),
+            post.shares().total(&mut conn).unwrap(),
+            post.saves().total(&mut conn).unwrap(),
+            Page::hits_of("https://example.com/")
+                .total(&mut conn)
+                .unwrap(),
+            private::banner(7).clicks().total(&mut conn).unwrap(),
+        );
+        assert_eq!(totals, (3, 1, 1, 2, 1, 1));
+    }
+}

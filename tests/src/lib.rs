@@ -1,0 +1,457 @@
+//! Shared support for the integration tests: the models, a fresh database per test on each
+//! backend, and schema introspection.
+//!
+//! A backend whose URL is unset (`PG_DATABASE_URL`, `MYSQL_DATABASE_URL`) is skipped with a
+//! message, unless `SLOTTED_REQUIRE_ALL_BACKENDS=1`, which CI sets: then it fails the test.
+
+use diesel::connection::SimpleConnection;
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Text};
+use diesel_migrations::MigrationHarness;
+use slotted_core::{CounterConnection, SlottedCounter};
+
+pub mod models {
+    //! The models the tests count on: one per key type, and two counters on one model.
+    use super::*;
+
+    diesel::table! {
+        posts (id) {
+            id -> Integer,
+            title -> Text,
+        }
+    }
+
+    /// `i32` key, two counters: `likes` with the default (thread) strategy, `views` random.
+    #[derive(Debug, Clone, Queryable, Identifiable, Insertable, SlottedCounter)]
+    #[diesel(table_name = posts)]
+    #[slotted(counter = likes, slots = 16)]
+    #[slotted(counter = views, slots = 64, strategy = random)]
+    pub struct Post {
+        pub id: i32,
+        pub title: String,
+    }
+
+    /// `i64` key, Diesel's default table name (`events`).
+    #[derive(Debug, Clone, SlottedCounter)]
+    #[slotted(counter = hits, slots = 8)]
+    pub struct Event {
+        pub id: i64,
+    }
+
+    /// `String` key named by `primary_key`, a URL counter as in the seed articles.
+    #[derive(Debug, Clone, SlottedCounter)]
+    #[diesel(table_name = pages, primary_key(url))]
+    #[slotted(counter = views, slots = 4, max_key_length = 512)]
+    pub struct Page {
+        pub url: String,
+    }
+}
+
+pub mod lifecycle {
+    //! Models for the life-cycle features: random slots to compact, a cache column, buckets,
+    //! pre-created slots, shared storage.
+    use super::*;
+
+    diesel::table! {
+        articles (id) {
+            id -> Integer,
+            likes_count -> BigInt,
+        }
+    }
+
+    /// Many random slots (rows to compact), a cached roll-up, and a second, plain counter.
+    #[derive(Debug, Clone, SlottedCounter)]
+    #[diesel(table_name = articles)]
+    #[slotted(counter = likes, slots = 8, strategy = random, cache = likes_count)]
+    #[slotted(counter = shares, slots = 4, strategy = random)]
+    pub struct Article {
+        pub id: i32,
+    }
+
+    /// Per-day and per-hour buckets.
+    #[derive(Debug, Clone, SlottedCounter)]
+    #[diesel(table_name = downloads)]
+    #[slotted(counter = daily, slots = 4, strategy = random, bucket = day)]
+    #[slotted(counter = hourly, slots = 2, bucket = hour)]
+    pub struct Download {
+        pub id: i64,
+    }
+
+    /// Pre-created slots, a String key.
+    #[derive(Debug, Clone, SlottedCounter)]
+    #[diesel(table_name = tags, primary_key(name))]
+    #[slotted(counter = uses, slots = 4, strategy = random, prefill)]
+    pub struct Tag {
+        pub name: String,
+    }
+
+    /// Two models in the one shared table.
+    #[derive(Debug, Clone, SlottedCounter)]
+    #[diesel(table_name = videos)]
+    #[slotted(counter = plays, slots = 8, strategy = random, storage = shared)]
+    #[slotted(counter = likes, slots = 2, storage = shared)]
+    pub struct Video {
+        pub id: i64,
+    }
+
+    #[derive(Debug, Clone, SlottedCounter)]
+    #[diesel(table_name = photos)]
+    #[slotted(counter = views, slots = 4, strategy = random, storage = shared)]
+    pub struct Photo {
+        pub id: i32,
+    }
+
+    /// Their migrations, and the `articles` table with its cache column.
+    pub fn migrate<C: TestConnection>(conn: &mut C) {
+        conn.batch_execute("CREATE TABLE articles (id INTEGER PRIMARY KEY NOT NULL, likes_count BIGINT NOT NULL DEFAULT 0)")
+            .expect("create articles");
+        let migrations = slotted_core::CounterMigrations::of::<Article>()
+            .and::<Download>()
+            .and::<Tag>()
+            .and::<Video>()
+            .and::<Photo>();
+        conn.run_pending_migrations(migrations)
+            .expect("run the life-cycle migrations");
+    }
+}
+
+/// `SLOTTED_REQUIRE_ALL_BACKENDS=1`: a backend without a URL fails instead of skipping.
+pub fn require_all_backends() -> bool {
+    std::env::var("SLOTTED_REQUIRE_ALL_BACKENDS").is_ok_and(|v| v == "1")
+}
+
+/// A backend's server URL from `var`, or `None` (skip) with a message; with
+/// `SLOTTED_REQUIRE_ALL_BACKENDS=1` a missing URL panics, failing the test.
+pub fn server_url(var: &str, test: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if require_all_backends() => {
+            panic!("{test}: {var} is not set, and SLOTTED_REQUIRE_ALL_BACKENDS=1 forbids skipping this backend")
+        }
+        _ => {
+            eprintln!("{test}: skipped, {var} is not set");
+            None
+        }
+    }
+}
+
+/// Drops and creates the test's database on the server at `$var`, and returns its URL.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn recreate_server_database<C: Connection + SimpleConnection>(
+    var: &str,
+    test: &str,
+    force: &str,
+) -> Option<String> {
+    let url = server_url(var, test)?;
+    let name = database_name(test);
+    let mut admin = C::establish(&url).unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+    // Two statements: PostgreSQL runs a multi-statement batch as one transaction, which
+    // DROP DATABASE refuses.
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name}{force}"))
+        .and_then(|()| admin.batch_execute(&format!("CREATE DATABASE {name}")))
+        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+    Some(with_database(&url, &name))
+}
+
+/// `url` with its database name replaced.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let base = match base.rfind('/') {
+        Some(i) if i > base.find("://").map_or(0, |j| j + 2) => &base[..i],
+        _ => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{database}?{q}"),
+        None => format!("{base}/{database}"),
+    }
+}
+
+/// A database name from a test name: `slotted_`, the name's first letters, digits and `_`, and
+/// a hash of the whole name and of this checkout's path (two checkouts testing at once must not
+/// share a database), within PostgreSQL's 63 bytes.
+fn database_name(test: &str) -> String {
+    let name: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let hash = format!("{}{name}", env!("CARGO_MANIFEST_DIR"))
+        .bytes()
+        .fold(0x811c_9dc5_u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+    format!("slotted_{}_{hash:08x}", &name[..name.len().min(44)])
+}
+
+/// A column as the database describes it.
+#[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
+pub struct Column {
+    #[diesel(sql_type = Text)]
+    pub name: String,
+    /// Lowercase SQL type, e.g. `integer`, `bigint`, `varchar(512)`.
+    #[diesel(sql_type = Text)]
+    pub sql_type: String,
+    #[diesel(sql_type = BigInt)]
+    pub not_null: i64,
+}
+
+/// One slot row of a counter table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, QueryableByName)]
+pub struct SlotRow {
+    #[diesel(sql_type = diesel::sql_types::SmallInt)]
+    pub slot: i16,
+    #[diesel(sql_type = BigInt)]
+    pub count: i64,
+}
+
+#[derive(QueryableByName)]
+struct Number {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+/// The shared part of every backend's `TestConnection` impl.
+macro_rules! slot_rows {
+    () => {
+        fn query_i64(&mut self, sql: &str) -> i64 {
+            diesel::sql_query(sql)
+                .get_result::<Number>(self)
+                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                .n
+        }
+
+        fn slot_rows(&mut self, table: &str, key: i64) -> Vec<SlotRow> {
+            // Test constants and an integer: nothing to bind.
+            diesel::sql_query(format!(
+                "SELECT slot, count FROM {table} WHERE record_id = {key} ORDER BY slot"
+            ))
+            .load(self)
+            .expect("read the slot rows")
+        }
+    };
+}
+
+#[derive(QueryableByName)]
+struct Name {
+    #[diesel(sql_type = Text)]
+    name: String,
+}
+
+/// A connection type the tests run on: one per backend.
+pub trait TestConnection:
+    CounterConnection
+    + MigrationHarness<<Self as Connection>::Backend>
+    + SimpleConnection
+    + Send
+    + Sized
+    + 'static
+{
+    /// `sqlite`, `postgres` or `mysql`.
+    const NAME: &'static str;
+
+    /// Creates an empty database for `test` and returns its URL, or `None` to skip.
+    fn fresh_database(test: &str) -> Option<String>;
+
+    /// Opens a connection; on SQLite with a busy timeout, as README advises.
+    fn open(url: &str) -> Self;
+
+    /// The table's columns, in order.
+    fn columns(&mut self, table: &str) -> Vec<Column>;
+
+    /// The table's primary key columns, in order.
+    fn primary_key(&mut self, table: &str) -> Vec<String>;
+
+    /// The one BIGINT column `n` of the one row `sql` returns.
+    fn query_i64(&mut self, sql: &str) -> i64;
+
+    /// The slot rows of an integer-keyed record.
+    fn slot_rows(&mut self, table: &str, key: i64) -> Vec<SlotRow>;
+
+    /// Whether the table exists.
+    fn table_exists(&mut self, table: &str) -> bool {
+        !self.columns(table).is_empty()
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl TestConnection for diesel::SqliteConnection {
+    const NAME: &'static str = "sqlite";
+
+    slot_rows!();
+
+    fn fresh_database(test: &str) -> Option<String> {
+        let dir = std::env::temp_dir().join("slotted-tests");
+        std::fs::create_dir_all(&dir).expect("create the temp dir");
+        let path = dir.join(format!("{}-{}.db", database_name(test), std::process::id()));
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        Some(path.to_string_lossy().into_owned())
+    }
+
+    fn open(url: &str) -> Self {
+        let mut conn = Self::establish(url).unwrap_or_else(|e| panic!("open {url}: {e}"));
+        conn.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL;")
+            .expect("pragmas");
+        conn
+    }
+
+    fn columns(&mut self, table: &str) -> Vec<Column> {
+        diesel::sql_query("SELECT name, lower(type) AS sql_type, \"notnull\" AS not_null FROM pragma_table_info(?) ORDER BY cid")
+            .bind::<Text, _>(table)
+            .load(self)
+            .expect("pragma_table_info")
+    }
+
+    fn primary_key(&mut self, table: &str) -> Vec<String> {
+        diesel::sql_query("SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk")
+            .bind::<Text, _>(table)
+            .load::<Name>(self)
+            .expect("pragma_table_info")
+            .into_iter()
+            .map(|n| n.name)
+            .collect()
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl TestConnection for diesel::PgConnection {
+    const NAME: &'static str = "postgres";
+
+    slot_rows!();
+
+    fn fresh_database(test: &str) -> Option<String> {
+        // PostgreSQL refuses to drop a database others are connected to, unless forced.
+        recreate_server_database::<Self>("PG_DATABASE_URL", test, " WITH (FORCE)")
+    }
+
+    fn open(url: &str) -> Self {
+        Self::establish(url).unwrap_or_else(|e| panic!("open {url}: {e}"))
+    }
+
+    fn columns(&mut self, table: &str) -> Vec<Column> {
+        diesel::sql_query(
+            "SELECT column_name::text AS name, data_type::text AS sql_type, \
+             CAST(CASE WHEN is_nullable = 'NO' THEN 1 ELSE 0 END AS BIGINT) AS not_null \
+             FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 \
+             ORDER BY ordinal_position",
+        )
+        .bind::<Text, _>(table)
+        .load(self)
+        .expect("information_schema.columns")
+    }
+
+    fn primary_key(&mut self, table: &str) -> Vec<String> {
+        diesel::sql_query(
+            "SELECT k.column_name::text AS name FROM information_schema.table_constraints c \
+             JOIN information_schema.key_column_usage k USING (constraint_schema, constraint_name) \
+             WHERE c.constraint_type = 'PRIMARY KEY' AND c.table_schema = current_schema() AND c.table_name = $1 \
+             ORDER BY k.ordinal_position",
+        )
+        .bind::<Text, _>(table)
+        .load::<Name>(self)
+        .expect("key_column_usage")
+        .into_iter()
+        .map(|n| n.name)
+        .collect()
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl TestConnection for diesel::MysqlConnection {
+    const NAME: &'static str = "mysql";
+
+    slot_rows!();
+
+    fn fresh_database(test: &str) -> Option<String> {
+        recreate_server_database::<Self>("MYSQL_DATABASE_URL", test, "")
+    }
+
+    fn open(url: &str) -> Self {
+        Self::establish(url).unwrap_or_else(|e| panic!("open {url}: {e}"))
+    }
+
+    fn columns(&mut self, table: &str) -> Vec<Column> {
+        diesel::sql_query(
+            "SELECT CAST(column_name AS CHAR) AS name, CAST(column_type AS CHAR) AS sql_type, \
+             CAST(is_nullable = 'NO' AS SIGNED) AS not_null \
+             FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? \
+             ORDER BY ordinal_position",
+        )
+        .bind::<Text, _>(table)
+        .load(self)
+        .expect("information_schema.columns")
+    }
+
+    fn primary_key(&mut self, table: &str) -> Vec<String> {
+        diesel::sql_query(
+            "SELECT CAST(column_name AS CHAR) AS name FROM information_schema.key_column_usage \
+             WHERE table_schema = DATABASE() AND table_name = ? AND constraint_name = 'PRIMARY' \
+             ORDER BY ordinal_position",
+        )
+        .bind::<Text, _>(table)
+        .load::<Name>(self)
+        .expect("key_column_usage")
+        .into_iter()
+        .map(|n| n.name)
+        .collect()
+    }
+}
+
+/// One test's database on one backend.
+pub struct TestDb {
+    pub url: String,
+}
+
+impl TestDb {
+    /// A fresh database for `test` on `C`'s backend, or `None` when the backend is skipped.
+    pub fn new<C: TestConnection>(test: &str) -> Option<Self> {
+        C::fresh_database(&format!("{}_{}", C::NAME, test)).map(|url| TestDb { url })
+    }
+
+    /// A fresh database with every test model's counter tables migrated in.
+    pub fn migrated<C: TestConnection>(test: &str) -> Option<(Self, C)> {
+        let db = Self::new::<C>(test)?;
+        let mut conn = C::open(&db.url);
+        conn.run_pending_migrations(all_migrations())
+            .expect("run the counter migrations");
+        Some((db, conn))
+    }
+}
+
+/// The migrations of every test model.
+pub fn all_migrations() -> slotted_core::CounterMigrations {
+    use models::*;
+    slotted_core::CounterMigrations::of::<Post>()
+        .and::<Event>()
+        .and::<Page>()
+}
+
+/// Runs each named generic test `fn name<C: TestConnection>(test: &str)` once per enabled
+/// backend, as `sqlite::name`, `postgres::name` and `mysql::name`.
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        #[cfg(feature = "sqlite")]
+        mod sqlite {
+            $(#[test] fn $name() { super::$name::<::diesel::SqliteConnection>(stringify!($name)) })*
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(#[test] fn $name() { super::$name::<::diesel::PgConnection>(stringify!($name)) })*
+        }
+        #[cfg(feature = "mysql")]
+        mod mysql {
+            $(#[test] fn $name() { super::$name::<::diesel::MysqlConnection>(stringify!($name)) })*
+        }
+    };
+}

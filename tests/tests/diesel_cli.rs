@@ -1,0 +1,133 @@
+//! diesel CLI itself, on every backend: `diesel migration run` applies the folders slotted writes,
+//! and `diesel print-schema` prints the tables the derive declares.
+//!
+//! Needs the `diesel` binary (`.ci/run` installs it); without it the test says so and passes,
+//! unless `SLOTTED_REQUIRE_ALL_BACKENDS=1`, under which it fails.
+
+use std::path::Path;
+use std::process::Command;
+
+use slotted_core::{CounterTable, Dialect, KeyKind};
+use slotted_tests::models::*;
+use slotted_tests::{all_migrations, backend_tests, require_all_backends, TestConnection, TestDb};
+
+backend_tests!(diesel_cli_runs_the_folders_and_prints_the_declared_tables);
+
+fn dialect<C: TestConnection>() -> Dialect {
+    match C::NAME {
+        "sqlite" => Dialect::Sqlite,
+        "postgres" => Dialect::Postgres,
+        _ => Dialect::Mysql,
+    }
+}
+
+fn diesel(args: &[&str], dir: &Path) -> Option<String> {
+    let output = match Command::new("diesel").args(args).current_dir(dir).output() {
+        Ok(output) => output,
+        Err(e) if require_all_backends() => {
+            panic!("diesel CLI not found ({e}); SLOTTED_REQUIRE_ALL_BACKENDS=1")
+        }
+        Err(e) => {
+            eprintln!(
+                "skipped: diesel CLI not found ({e}); `cargo install diesel_cli` to run this test"
+            );
+            return None;
+        }
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "diesel {args:?} failed: {stderr}");
+    Some(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The `table!` block print-schema printed for `table`, with Diesel's aliases mapped to the names
+/// the derive uses (`Int4` is `Integer`, `Varchar` is `Text`, …) and attributes dropped.
+fn printed_table(schema: &str, table: &str) -> String {
+    let start = schema
+        .find(&format!("    {table} ("))
+        .unwrap_or_else(|| panic!("{table} not printed:\n{schema}"));
+    let end = start
+        + schema[start..]
+            .find("\n    }")
+            .expect("end of the table block");
+    schema[start..end]
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.starts_with("#[") && !line.is_empty())
+        .map(|line| {
+            [
+                ("Int4", "Integer"),
+                ("Int2", "SmallInt"),
+                ("Smallint", "SmallInt"),
+                ("Int8", "BigInt"),
+                ("Bigint", "BigInt"),
+                ("Varchar", "Text"),
+            ]
+            .iter()
+            .fold(line.to_owned(), |line, (alias, name)| {
+                line.replace(&format!("-> {alias},"), &format!("-> {name},"))
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What the derive declares for a counter table, in print-schema's layout.
+fn declared<T: CounterTable>() -> String {
+    let key = match T::SPEC.key {
+        KeyKind::Integer => "Integer",
+        KeyKind::BigInt => "BigInt",
+        KeyKind::Text => "Text",
+    };
+    format!(
+        "{} (record_id, slot) {{\nrecord_id -> {key},\nslot -> SmallInt,\ncount -> BigInt,",
+        T::SPEC.table
+    )
+}
+
+fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>(test: &str) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("slotted-cli-{}-{}", C::NAME, std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("migrations")).unwrap();
+    all_migrations()
+        .write_diesel_cli_folders(dir.join("migrations"), dialect::<C>())
+        .unwrap();
+
+    let run = [
+        "migration",
+        "run",
+        "--migration-dir",
+        "migrations",
+        "--database-url",
+        &db.url,
+    ];
+    let Some(_) = diesel(&run, &dir) else { return };
+    let again = diesel(&run, &dir).unwrap();
+    assert!(
+        !again.contains("Running migration"),
+        "a second run applies nothing: {again}"
+    );
+
+    let schema = diesel(&["print-schema", "--database-url", &db.url], &dir).unwrap();
+    for expected in [
+        declared::<posts_likes_slots::table>(),
+        declared::<posts_views_slots::table>(),
+        declared::<events_hits_slots::table>(),
+        declared::<pages_views_slots::table>(),
+    ] {
+        let table = expected.split(' ').next().unwrap();
+        assert_eq!(
+            printed_table(&schema, table),
+            expected,
+            "print-schema output:\n{schema}"
+        );
+    }
+
+    // The tables work: the counter API on what diesel CLI created.
+    let mut conn = C::open(&db.url);
+    Post::likes_of(1).add(4, &mut conn).unwrap();
+    assert_eq!(Post::likes_of(1).total(&mut conn).unwrap(), 4);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,405 @@
+//! Faults: a session killed in the middle of a transaction, a database server crashing and
+//! restarting under a pool, SQLite under many writer threads. The server tests crash a private
+//! instance they start themselves (its own data directory and port), never the shared servers.
+
+use diesel::Connection;
+use slotted_core::Error;
+use slotted_tests::models::*;
+use slotted_tests::{backend_tests, TestConnection, TestDb};
+
+backend_tests!(
+    killed_session_loses_its_whole_transaction_and_the_pool_goes_on,
+    crash_restart_loses_no_acknowledged_increment,
+    many_writer_threads_wait_and_count_exactly
+);
+
+fn killed_session_loses_its_whole_transaction_and_the_pool_goes_on<
+    C: TestConnection + diesel::r2d2::R2D2Connection,
+>(
+    test: &str,
+) {
+    let Some((db, _conn)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    let (who_am_i, kill) = match C::NAME {
+        "postgres" => (
+            "SELECT CAST(pg_backend_pid() AS BIGINT) AS n",
+            "SELECT pg_terminate_backend",
+        ),
+        "mysql" => ("SELECT CAST(CONNECTION_ID() AS SIGNED) AS n", "KILL"),
+        _ => return, // an embedded database has no session to kill
+    };
+    let pool = diesel::r2d2::Pool::builder()
+        .max_size(2)
+        .build(diesel::r2d2::ConnectionManager::<C>::new(&db.url))
+        .unwrap();
+    let mut victim = pool.get().unwrap();
+    let mut killer = pool.get().unwrap();
+    let id = victim.query_i64(who_am_i);
+    let result = victim.transaction(|conn| {
+        Post::likes_of(1).add(3, conn)?;
+        Post::views_of(1).add(5, conn)?;
+        let sql = if C::NAME == "postgres" {
+            format!("{kill}({id})")
+        } else {
+            format!("{kill} {id}")
+        };
+        killer.batch_execute(&sql)?;
+        Post::likes_of(1).add(7, conn)?; // the session is gone
+        Ok::<_, Error>(())
+    });
+    let err = result.unwrap_err();
+    assert!(
+        matches!(err, Error::Database { .. } | Error::Diesel(_)),
+        "{err:?}"
+    );
+    drop(victim);
+    assert_eq!(
+        Post::likes_of(1).total(&mut *killer).unwrap(),
+        0,
+        "none of the transaction's increments"
+    );
+    assert_eq!(Post::views_of(1).total(&mut *killer).unwrap(), 0);
+    drop(killer);
+    // The pool drops the dead connection and goes on.
+    for _ in 0..3 {
+        let mut conn = pool.get().unwrap();
+        Post::likes_of(1).increment(&mut *conn).unwrap();
+    }
+    assert_eq!(
+        Post::likes_of(1).total(&mut *pool.get().unwrap()).unwrap(),
+        3
+    );
+}
+
+/// Private servers and the crash test, for the backends that have a server.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod servers {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    use slotted_core::CounterMigrations;
+    use slotted_tests::models::*;
+    use slotted_tests::{require_all_backends, TestConnection};
+
+    /// A database server of the test's own: started, crashed and restarted at will.
+    pub(super) trait PrivateServer: Sized {
+        fn start(dir: &Path, port: u16) -> Result<Self, String>;
+        /// Crash: no clean shutdown, as a power cut would.
+        fn crash(&mut self);
+        fn restart(&mut self);
+        fn url(&self) -> String;
+    }
+
+    fn run(cmd: &mut Command) -> Result<(), String> {
+        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{cmd:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    pub(super) struct PrivatePostgres {
+        bin: PathBuf,
+        data: PathBuf,
+        dir: PathBuf,
+        port: u16,
+    }
+
+    #[cfg(feature = "postgres")]
+    impl PrivatePostgres {
+        fn pg_ctl(&self, args: &[&str]) -> Result<(), String> {
+            let options = format!(
+                "-p {} -k {} -c listen_addresses=127.0.0.1",
+                self.port,
+                self.dir.display()
+            );
+            run(Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(&self.data)
+                .args(["-o", &options, "-l"])
+                .arg(self.dir.join("log"))
+                .args(args))
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    impl PrivateServer for PrivatePostgres {
+        fn start(dir: &Path, port: u16) -> Result<Self, String> {
+            let bin = std::fs::read_dir("/usr/lib/postgresql")
+                .map_err(|e| format!("no PostgreSQL binaries: {e}"))?
+                .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+                .find(|b| b.join("initdb").exists())
+                .ok_or("no initdb under /usr/lib/postgresql")?;
+            run(Command::new("chown").args(["postgres:postgres"]).arg(dir))?;
+            let data = dir.join("data");
+            run(Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(bin.join("initdb"))
+                .args(["-A", "trust", "-U", "postgres", "-D"])
+                .arg(&data))?;
+            let server = PrivatePostgres {
+                bin,
+                data,
+                dir: dir.to_owned(),
+                port,
+            };
+            server.pg_ctl(&["-w", "start"])?;
+            Ok(server)
+        }
+
+        fn crash(&mut self) {
+            self.pg_ctl(&["-m", "immediate", "-w", "stop"])
+                .expect("crash the private PostgreSQL");
+        }
+
+        fn restart(&mut self) {
+            self.pg_ctl(&["-w", "start"])
+                .expect("restart the private PostgreSQL");
+        }
+
+        fn url(&self) -> String {
+            format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    impl Drop for PrivatePostgres {
+        fn drop(&mut self) {
+            let _ = self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
+        }
+    }
+
+    #[cfg(feature = "mysql")]
+    pub(super) struct PrivateMariadb {
+        dir: PathBuf,
+        port: u16,
+        child: Option<std::process::Child>,
+    }
+
+    #[cfg(feature = "mysql")]
+    impl PrivateMariadb {
+        fn spawn(&mut self) -> Result<(), String> {
+            let child = Command::new("mariadbd")
+                .arg("--no-defaults")
+                .arg(format!("--datadir={}", self.dir.join("data").display()))
+                .arg(format!("--socket={}", self.dir.join("sock").display()))
+                .arg(format!("--pid-file={}", self.dir.join("pid").display()))
+                .arg(format!("--port={}", self.port))
+                .args([
+                    "--bind-address=127.0.0.1",
+                    "--user=mysql",
+                    "--skip-grant-tables",
+                    "--innodb-flush-log-at-trx-commit=1",
+                ])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| format!("mariadbd: {e}"))?;
+            self.child = Some(child);
+            // Up when it answers.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let server_url = format!("mysql://root@127.0.0.1:{}/mysql", self.port);
+            while Instant::now() < deadline {
+                if let Ok(mut conn) =
+                    <diesel::MysqlConnection as diesel::Connection>::establish(&server_url)
+                {
+                    diesel::connection::SimpleConnection::batch_execute(
+                        &mut conn,
+                        "CREATE DATABASE IF NOT EXISTS test",
+                    )
+                    .map_err(|e| e.to_string())?;
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err("the private MariaDB did not come up in 60 s".into())
+        }
+    }
+
+    #[cfg(feature = "mysql")]
+    impl PrivateServer for PrivateMariadb {
+        fn start(dir: &Path, port: u16) -> Result<Self, String> {
+            run(Command::new("mariadb-install-db")
+                .arg("--no-defaults")
+                .arg(format!("--datadir={}", dir.join("data").display()))
+                .args([
+                    "--user=mysql",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                ]))?;
+            run(Command::new("chown").args(["-R", "mysql:mysql"]).arg(dir))?;
+            let mut server = PrivateMariadb {
+                dir: dir.to_owned(),
+                port,
+                child: None,
+            };
+            server.spawn()?;
+            Ok(server)
+        }
+
+        fn crash(&mut self) {
+            if let Some(mut child) = self.child.take() {
+                let _ = child.kill(); // SIGKILL: InnoDB recovers from its redo log on restart
+                let _ = child.wait();
+            }
+        }
+
+        fn restart(&mut self) {
+            self.spawn().expect("restart the private MariaDB");
+        }
+
+        fn url(&self) -> String {
+            format!("mysql://root@127.0.0.1:{}/test", self.port)
+        }
+    }
+
+    #[cfg(feature = "mysql")]
+    impl Drop for PrivateMariadb {
+        fn drop(&mut self) {
+            self.crash();
+        }
+    }
+
+    /// A temporary directory removed on drop, even when the test fails.
+    struct TempDir(PathBuf);
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    pub(super) fn crash_restart<C: TestConnection, S: PrivateServer>(port: u16) {
+        let dir = TempDir(std::env::temp_dir().join(format!(
+            "slotted-private-{}-{}",
+            C::NAME,
+            std::process::id()
+        )));
+        let _ = std::fs::remove_dir_all(&dir.0);
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let mut server = match S::start(&dir.0, port) {
+            Ok(server) => server,
+            Err(e) if require_all_backends() => panic!("private {} server: {e}", C::NAME),
+            Err(e) => return eprintln!("skipped: cannot start a private {} server: {e}", C::NAME),
+        };
+        let url = server.url();
+        C::open(&url)
+            .run_pending_migrations(CounterMigrations::of::<Post>())
+            .unwrap();
+
+        let (acknowledged, unknown, after_restart) =
+            (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+        let (stop, restarted) = (AtomicBool::new(false), AtomicBool::new(false));
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let mut conn: Option<C> = None;
+                while !stop.load(Ordering::Acquire) {
+                    let Some(c) = conn.as_mut() else {
+                        conn = C::establish(&url).ok();
+                        if conn.is_none() {
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        continue;
+                    };
+                    match Post::likes_of(1).increment(c) {
+                        Ok(()) => {
+                            acknowledged.fetch_add(1, Ordering::Relaxed);
+                            if restarted.load(Ordering::Acquire) {
+                                after_restart.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        // The server died under this call: it may or may not have committed.
+                        Err(_) => {
+                            unknown.fetch_add(1, Ordering::Relaxed);
+                            conn = None;
+                        }
+                    }
+                }
+            });
+            std::thread::sleep(Duration::from_millis(700));
+            server.crash();
+            std::thread::sleep(Duration::from_millis(500));
+            server.restart();
+            restarted.store(true, Ordering::Release);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while after_restart.load(Ordering::Relaxed) < 50 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            stop.store(true, Ordering::Release);
+        });
+        let (acknowledged, unknown) = (
+            acknowledged.into_inner() as i64,
+            unknown.into_inner() as i64,
+        );
+        let total = Post::likes_of(1).total(&mut C::open(&url)).unwrap();
+        println!(
+            "{}: {acknowledged} acknowledged ({} after the restart), {unknown} failed during the outage, total {total}",
+            C::NAME,
+            after_restart.into_inner()
+        );
+        assert!(unknown > 0, "calls failed while the server was down");
+        assert!(acknowledged > 50, "calls succeeded before and after");
+        assert!(
+            (acknowledged..=acknowledged + unknown).contains(&total),
+            "no acknowledged increment lost, none invented"
+        );
+    }
+}
+
+fn crash_restart_loses_no_acknowledged_increment<C: TestConnection>(test: &str) {
+    // The shared server's URL only decides whether this backend runs; the test uses its own.
+    if TestDb::new::<C>(test).is_none() {
+        return;
+    }
+    match C::NAME {
+        #[cfg(feature = "postgres")]
+        "postgres" => servers::crash_restart::<C, servers::PrivatePostgres>(54_329),
+        #[cfg(feature = "mysql")]
+        "mysql" => servers::crash_restart::<C, servers::PrivateMariadb>(33_069),
+        _ => {} // SQLite: no server; its durability is the file system's
+    }
+}
+
+fn many_writer_threads_wait_and_count_exactly<C: TestConnection>(test: &str) {
+    if C::NAME != "sqlite" {
+        return; // the servers' concurrency is tested elsewhere; this is SQLite's busy timeout
+    }
+    let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    const THREADS: usize = 16;
+    const EACH: usize = 100;
+    std::thread::scope(|scope| {
+        for _ in 0..THREADS {
+            scope.spawn(|| {
+                let mut conn = C::open(&db.url); // busy_timeout = 10 s, as README advises
+                for _ in 0..EACH {
+                    conn.transaction(|conn| {
+                        Post::likes_of(1).increment(conn)?;
+                        Post::views_of(1).add(2, conn)
+                    })
+                    .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(
+        Post::likes_of(1).total(&mut conn).unwrap(),
+        (THREADS * EACH) as i64
+    );
+    assert_eq!(
+        Post::views_of(1).total(&mut conn).unwrap(),
+        (2 * THREADS * EACH) as i64
+    );
+}

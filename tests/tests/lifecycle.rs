@@ -1,0 +1,609 @@
+//! The counter life cycle on every backend: compaction (exact under concurrent writers), set and
+//! reset (atomic under concurrent writers), cache roll-ups, day and hour buckets with retention,
+//! pre-created slots, and the shared table.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use diesel::migration::MigrationSource;
+use slotted_core::{CounterMaintenance, CounterMigrations};
+use slotted_tests::lifecycle::*;
+use slotted_tests::{backend_tests, TestConnection, TestDb};
+
+backend_tests!(
+    compact_one_record_keeps_its_total,
+    compact_all_in_batches,
+    compaction_is_exact_under_concurrent_writers,
+    set_and_reset,
+    set_is_atomic_under_concurrent_writers,
+    cache_rolls_up_totals,
+    day_and_hour_buckets,
+    bucket_retention_deletes_or_folds,
+    prefilled_slots_take_plain_updates,
+    shared_table_holds_two_models,
+);
+
+fn db<C: TestConnection>(test: &str) -> Option<(TestDb, C)> {
+    let db = TestDb::new::<C>(test)?;
+    let mut conn = C::open(&db.url);
+    migrate(&mut conn);
+    Some((db, conn))
+}
+
+fn rows<C: TestConnection>(conn: &mut C, table: &str, filter: &str) -> i64 {
+    conn.query_i64(&format!("SELECT COUNT(*) AS n FROM {table} WHERE {filter}"))
+}
+
+fn compact_one_record_keeps_its_total<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    for _ in 0..200 {
+        Article::likes_of(1).increment(&mut conn).unwrap();
+    }
+    Article::likes_of(2).add(5, &mut conn).unwrap();
+    Article::likes_of(2).add(-5, &mut conn).unwrap();
+    assert_eq!(
+        conn.slot_rows("articles_likes_slots", 1).len(),
+        8,
+        "200 random draws over 8 slots"
+    );
+
+    let report = Article::likes_of(1).compact(&mut conn).unwrap();
+    assert_eq!(
+        (report.records, report.rows_before, report.rows_after),
+        (1, 8, 1)
+    );
+    let folded = conn.slot_rows("articles_likes_slots", 1);
+    assert_eq!((folded.len(), folded[0].count), (1, 200), "{folded:?}");
+    assert_eq!(Article::likes_of(1).total(&mut conn).unwrap(), 200);
+
+    let report = Article::likes_of(2).compact(&mut conn).unwrap();
+    assert_eq!(report.rows_after, 0, "a zero count leaves no row");
+    assert!(conn.slot_rows("articles_likes_slots", 2).is_empty());
+    assert_eq!(Article::likes_of(2).total(&mut conn).unwrap(), 0);
+
+    let again = Article::likes_of(1).compact(&mut conn).unwrap();
+    assert_eq!((again.rows_before, again.rows_after), (1, 1), "idempotent");
+    assert_eq!(Article::likes_of(1).total(&mut conn).unwrap(), 200);
+}
+
+fn compact_all_in_batches<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    conn.transaction(|conn| {
+        for key in 1..=300 {
+            for delta in [1, 2, 3] {
+                Article::likes_of(key).add(delta * i64::from(key), conn)?;
+            }
+            if key % 10 == 0 {
+                Article::likes_of(key).add(-6 * i64::from(key), conn)?; // back to zero
+            }
+        }
+        Ok::<_, slotted_core::Error>(())
+    })
+    .unwrap();
+    let before = rows(&mut conn, "articles_likes_slots", "1 = 1");
+    let report = articles_likes_slots::table
+        .compact_all(64, &mut conn)
+        .unwrap();
+    println!("{}: compact_all over 300 records: {report:?}", C::NAME);
+    // A record whose three adds drew one slot has one row already, and is left alone.
+    let untouched = 300 - report.records;
+    assert_eq!(report.rows_before + untouched, before as u64, "{report:?}");
+    assert_eq!(
+        report.rows_after,
+        report.records - 30,
+        "one row per folded non-zero record"
+    );
+    assert!(report.batches >= 5, "{report:?}");
+    assert_eq!(rows(&mut conn, "articles_likes_slots", "1 = 1"), 270);
+    let keys: Vec<i32> = (1..=300).collect();
+    let totals = Article::likes_totals(&keys, &mut conn).unwrap();
+    for key in keys {
+        let expected = if key % 10 == 0 { 0 } else { 6 * i64::from(key) };
+        assert_eq!(totals[&key], expected, "key {key}");
+    }
+    let nothing = articles_likes_slots::table
+        .compact_all(64, &mut conn)
+        .unwrap();
+    assert_eq!(nothing.records, 0, "nothing left to fold: {nothing:?}");
+}
+
+/// Writers increment 20 records while a compactor folds them over and over; every acknowledged
+/// increment must be in the final totals, and nothing else.
+fn compaction_is_exact_under_concurrent_writers<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    const WRITERS: usize = 4;
+    const INCREMENTS: usize = 400;
+    const KEYS: i32 = 20;
+    let done = AtomicBool::new(false);
+    let (acknowledged, compactions) = std::thread::scope(|scope| {
+        let compactor = scope.spawn(|| {
+            let mut conn = C::open(&db.url);
+            let (mut runs, mut errors) = (0, 0);
+            while !done.load(Ordering::Acquire) {
+                match articles_likes_slots::table.compact_all(7, &mut conn) {
+                    Ok(_) => runs += 1,
+                    Err(_) => errors += 1, // a deadlock victim: its batch rolled back whole
+                }
+            }
+            (runs, errors)
+        });
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let url = &db.url;
+                scope.spawn(move || {
+                    let mut conn = C::open(url);
+                    let mut acked = vec![0i64; KEYS as usize + 1];
+                    for i in 0..INCREMENTS {
+                        let key = ((i * 7 + w * 3) % KEYS as usize) as i32 + 1;
+                        // A failed autocommit statement was rolled back: not acknowledged.
+                        if Article::likes_of(key).increment(&mut conn).is_ok() {
+                            acked[key as usize] += 1;
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        let mut acknowledged = vec![0i64; KEYS as usize + 1];
+        for writer in writers {
+            for (sum, n) in acknowledged.iter_mut().zip(writer.join().unwrap()) {
+                *sum += n;
+            }
+        }
+        done.store(true, Ordering::Release);
+        (acknowledged, compactor.join().unwrap())
+    });
+    println!(
+        "{}: compactor ran {} passes ({} failed) beside {WRITERS} writers",
+        C::NAME,
+        compactions.0,
+        compactions.1
+    );
+    assert!(
+        compactions.0 > 0,
+        "the compactor ran while the writers wrote"
+    );
+    let acked: i64 = acknowledged.iter().sum();
+    assert!(
+        acked >= (WRITERS * INCREMENTS) as i64 * 9 / 10,
+        "most increments acknowledged: {acked}"
+    );
+    articles_likes_slots::table
+        .compact_all(100, &mut conn)
+        .unwrap();
+    for key in 1..=KEYS {
+        assert_eq!(
+            Article::likes_of(key).total(&mut conn).unwrap(),
+            acknowledged[key as usize],
+            "key {key}"
+        );
+    }
+    assert_eq!(
+        rows(&mut conn, "articles_likes_slots", "1 = 1"),
+        i64::from(KEYS),
+        "one row per record after a final pass"
+    );
+}
+
+fn set_and_reset<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    let shares = Article::shares_of(1);
+    for _ in 0..50 {
+        shares.increment(&mut conn).unwrap();
+    }
+    shares.set(42, &mut conn).unwrap();
+    assert_eq!(shares.total(&mut conn).unwrap(), 42);
+    assert_eq!(conn.slot_rows("articles_shares_slots", 1).len(), 1);
+    shares.increment(&mut conn).unwrap();
+    assert_eq!(shares.total(&mut conn).unwrap(), 43);
+    shares.set(-7, &mut conn).unwrap();
+    assert_eq!(shares.total(&mut conn).unwrap(), -7);
+    shares.reset(&mut conn).unwrap();
+    assert_eq!(shares.total(&mut conn).unwrap(), 0);
+    assert!(
+        conn.slot_rows("articles_shares_slots", 1).is_empty(),
+        "reset leaves no row"
+    );
+    Article::shares_of(99).set(5, &mut conn).unwrap();
+    assert_eq!(
+        Article::shares_of(99).total(&mut conn).unwrap(),
+        5,
+        "set on a record never counted"
+    );
+    assert_eq!(
+        Article::shares_of(2).total(&mut conn).unwrap(),
+        0,
+        "other records untouched"
+    );
+    // Inside a transaction that rolls back, a set is undone like any write.
+    let _ = conn.transaction(|conn| {
+        Article::shares_of(99).set(1000, conn)?;
+        Err::<(), _>(slotted_core::Error::Diesel(
+            diesel::result::Error::RollbackTransaction,
+        ))
+    });
+    assert_eq!(Article::shares_of(99).total(&mut conn).unwrap(), 5);
+}
+
+/// Writers' transactions increment `shares` and then bump a gate row; the setter's transaction
+/// sets `shares` and then reads the gate, locked. The gate orders every writer before or after
+/// the set, so the final total must be exactly 1,000 plus the writers ordered after it.
+fn set_is_atomic_under_concurrent_writers<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    conn.batch_execute(
+        "CREATE TABLE slotted_gate (id INTEGER PRIMARY KEY NOT NULL, n BIGINT NOT NULL)",
+    )
+    .unwrap();
+    conn.batch_execute("INSERT INTO slotted_gate (id, n) VALUES (1, 0)")
+        .unwrap();
+    const WRITERS: usize = 3;
+    const TRANSACTIONS: usize = 150;
+    let read_gate = if C::NAME == "sqlite" {
+        "SELECT n FROM slotted_gate WHERE id = 1"
+    } else {
+        "SELECT n FROM slotted_gate WHERE id = 1 FOR UPDATE"
+    };
+    let (committed, before_set) = std::thread::scope(|scope| {
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut conn = C::open(&db.url);
+                    let mut committed = 0;
+                    for _ in 0..TRANSACTIONS {
+                        let result = conn.transaction(|conn| {
+                            Article::shares_of(1).increment(conn)?;
+                            conn.batch_execute("UPDATE slotted_gate SET n = n + 1 WHERE id = 1")?;
+                            Ok::<_, slotted_core::Error>(())
+                        });
+                        committed += usize::from(result.is_ok());
+                    }
+                    committed
+                })
+            })
+            .collect();
+        let setter = scope.spawn(|| {
+            let mut conn = C::open(&db.url);
+            std::thread::sleep(Duration::from_millis(30));
+            loop {
+                let result = conn.transaction(|conn| {
+                    Article::shares_of(1).set(1000, conn)?;
+                    Ok::<_, slotted_core::Error>(conn.query_i64(read_gate))
+                });
+                if let Ok(before) = result {
+                    return before; // else a deadlock victim, rolled back whole: try again
+                }
+            }
+        });
+        let committed: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
+        (committed, setter.join().unwrap())
+    });
+    let after_set = committed as i64 - before_set;
+    println!(
+        "{}: {committed} writer transactions, {before_set} before the set, {after_set} after",
+        C::NAME
+    );
+    assert_eq!(
+        conn.query_i64("SELECT n AS n FROM slotted_gate WHERE id = 1"),
+        committed as i64
+    );
+    assert_eq!(
+        Article::shares_of(1).total(&mut conn).unwrap(),
+        1000 + after_set
+    );
+}
+
+fn cache_rolls_up_totals<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    conn.batch_execute(
+        "INSERT INTO articles (id, likes_count) VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 99)",
+    )
+    .unwrap();
+    Article::likes_of(1).add(7, &mut conn).unwrap();
+    Article::likes_of(2).add(3, &mut conn).unwrap();
+    Article::likes_of(3).increment(&mut conn).unwrap();
+    Article::likes_of(3).increment(&mut conn).unwrap();
+    Article::likes_of(6).increment(&mut conn).unwrap(); // no article row: nothing to cache into
+    let cached = |conn: &mut C, id: i32| {
+        conn.query_i64(&format!(
+            "SELECT likes_count AS n FROM articles WHERE id = {id}"
+        ))
+    };
+
+    assert_eq!(
+        Article { id: 1 }.likes().refresh_cache(&mut conn).unwrap(),
+        1
+    );
+    assert_eq!(
+        (cached(&mut conn, 1), cached(&mut conn, 2)),
+        (7, 0),
+        "only record 1 refreshed"
+    );
+
+    let updated = articles_likes_slots::table
+        .refresh_cache_all(2, &mut conn)
+        .unwrap();
+    assert_eq!(updated, 5, "every article row, in pages of 2");
+    let all: Vec<i64> = (1..=5).map(|id| cached(&mut conn, id)).collect();
+    assert_eq!(all, [7, 3, 2, 0, 0], "record 5 had a stale 99 and no slots");
+
+    Article::likes_of(1).reset(&mut conn).unwrap();
+    Article::likes_of(2).add(10, &mut conn).unwrap();
+    assert_eq!(
+        articles_likes_slots::table
+            .refresh_cache(&[2, 1, 2], &mut conn)
+            .unwrap(),
+        2
+    );
+    assert_eq!((cached(&mut conn, 1), cached(&mut conn, 2)), (0, 13));
+}
+
+fn day(n: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(n * 86_400 + 5 * 3_600) // 05:00 UTC of day n
+}
+
+fn day_and_hour_buckets<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    let daily = Download::daily_of(1);
+    daily.clone().at(day(20_000)).add(3, &mut conn).unwrap();
+    for _ in 0..5 {
+        daily.clone().at(day(20_001)).increment(&mut conn).unwrap();
+    }
+    daily.clone().at(day(20_002)).increment(&mut conn).unwrap();
+    assert_eq!(daily.total(&mut conn).unwrap(), 9, "all time");
+    assert_eq!(
+        daily
+            .clone()
+            .at(day(20_001))
+            .bucket_total(&mut conn)
+            .unwrap(),
+        5
+    );
+    assert_eq!(
+        daily
+            .clone()
+            .at(day(19_999))
+            .bucket_total(&mut conn)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        daily
+            .total_between(day(20_000)..day(20_002), &mut conn)
+            .unwrap(),
+        8,
+        "two days"
+    );
+    assert_eq!(
+        daily
+            .total_between(day(20_002)..day(20_010), &mut conn)
+            .unwrap(),
+        1
+    );
+    let totals = Download::daily_totals(&[1, 2], &mut conn).unwrap();
+    assert_eq!((totals[&1], totals[&2]), (9, 0));
+    let buckets = conn.query_i64(
+        "SELECT COUNT(DISTINCT bucket) AS n FROM downloads_daily_slots WHERE record_id = 1",
+    );
+    assert_eq!(buckets, 3);
+    assert_eq!(
+        conn.query_i64("SELECT MIN(bucket) AS n FROM downloads_daily_slots"),
+        20_000 * 86_400,
+        "a bucket is the Unix time it starts at"
+    );
+
+    // Compaction folds per bucket: one row per (record, bucket), every bucket total unchanged.
+    let report = daily.compact(&mut conn).unwrap();
+    assert_eq!(report.rows_after, 3, "{report:?}");
+    assert_eq!(
+        daily
+            .clone()
+            .at(day(20_001))
+            .bucket_total(&mut conn)
+            .unwrap(),
+        5
+    );
+    assert_eq!(daily.total(&mut conn).unwrap(), 9);
+
+    let hourly = Download::hourly_of(1);
+    let hour = |h: u64, m: u64| day(20_000) + Duration::from_secs(h * 3_600 + m * 60);
+    hourly.clone().at(hour(0, 10)).increment(&mut conn).unwrap();
+    hourly.clone().at(hour(0, 50)).increment(&mut conn).unwrap();
+    hourly.clone().at(hour(1, 5)).increment(&mut conn).unwrap();
+    assert_eq!(
+        hourly
+            .clone()
+            .at(hour(0, 30))
+            .bucket_total(&mut conn)
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        hourly
+            .clone()
+            .at(hour(1, 59))
+            .bucket_total(&mut conn)
+            .unwrap(),
+        1
+    );
+    assert_eq!(hourly.total(&mut conn).unwrap(), 3);
+}
+
+fn bucket_retention_deletes_or_folds<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    for (d, n) in [(20_000, 3), (20_001, 5), (20_002, 1)] {
+        for record in [1, 2] {
+            Download::daily_of(record)
+                .at(day(d))
+                .add(n, &mut conn)
+                .unwrap();
+            Download::daily_of(record)
+                .at(day(d))
+                .add(n, &mut conn)
+                .unwrap();
+        }
+    }
+    let deleted = downloads_daily_slots::table
+        .delete_buckets_before(day(20_001), &mut conn)
+        .unwrap();
+    assert!(deleted >= 2, "day 20,000's rows of both records: {deleted}");
+    assert_eq!(
+        Download::daily_of(1).total(&mut conn).unwrap(),
+        12,
+        "day 20,000 is gone"
+    );
+
+    let report = downloads_daily_slots::table
+        .fold_buckets_before(day(20_002), 1, &mut conn)
+        .unwrap();
+    assert_eq!((report.records, report.rows_after), (2, 2), "{report:?}");
+    for record in [1, 2] {
+        let counter = Download::daily_of(record);
+        assert_eq!(
+            counter.total(&mut conn).unwrap(),
+            12,
+            "all-time totals unchanged by a fold"
+        );
+        assert_eq!(
+            counter
+                .clone()
+                .at(day(20_001))
+                .bucket_total(&mut conn)
+                .unwrap(),
+            0,
+            "folded away"
+        );
+        assert_eq!(
+            counter
+                .clone()
+                .at(UNIX_EPOCH)
+                .bucket_total(&mut conn)
+                .unwrap(),
+            10,
+            "into 1970-01-01"
+        );
+        assert_eq!(
+            counter
+                .clone()
+                .at(day(20_002))
+                .bucket_total(&mut conn)
+                .unwrap(),
+            2,
+            "after the cutoff: kept"
+        );
+    }
+    let again = downloads_daily_slots::table
+        .fold_buckets_before(day(20_002), 10, &mut conn)
+        .unwrap();
+    assert_eq!(again.records, 0, "bucket 0 is not folded again: {again:?}");
+}
+
+fn prefilled_slots_take_plain_updates<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    let tag = Tag {
+        name: "rust".into(),
+    };
+    assert_eq!(tag.uses().create_slots(&mut conn).unwrap(), 4);
+    assert_eq!(
+        tag.uses().create_slots(&mut conn).unwrap(),
+        0,
+        "created once"
+    );
+    let rust_rows = "record_id = 'rust'";
+    assert_eq!(rows(&mut conn, "tags_uses_slots", rust_rows), 4);
+    assert_eq!(
+        rows(
+            &mut conn,
+            "tags_uses_slots",
+            "record_id = 'rust' AND count = 0"
+        ),
+        4
+    );
+    for _ in 0..100 {
+        tag.uses().increment(&mut conn).unwrap();
+    }
+    assert_eq!(tag.uses().total(&mut conn).unwrap(), 100);
+    assert_eq!(
+        rows(&mut conn, "tags_uses_slots", rust_rows),
+        4,
+        "updates, no new rows"
+    );
+
+    // Without pre-created rows, increments fall back to the upsert.
+    Tag::uses_of("go").add(3, &mut conn).unwrap();
+    assert_eq!(Tag::uses_of("go").total(&mut conn).unwrap(), 3);
+    let created = tags_uses_slots::table
+        .create_slots(&["go".to_owned(), "zig".to_owned()], &mut conn)
+        .unwrap();
+    assert_eq!(created, 4 + 4 - 1, "go had one slot already");
+    assert_eq!(Tag::uses_of("go").total(&mut conn).unwrap(), 3);
+}
+
+fn shared_table_holds_two_models<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    let migrations = CounterMigrations::of::<Video>().and::<Photo>();
+    assert_eq!(migrations.specs().len(), 3);
+    assert_eq!(
+        MigrationSource::<<C as diesel::Connection>::Backend>::migrations(&migrations)
+            .unwrap()
+            .len(),
+        1,
+        "one table"
+    );
+
+    for _ in 0..200 {
+        Video::plays_of(1).increment(&mut conn).unwrap();
+    }
+    Video::likes_of(1).add(2, &mut conn).unwrap();
+    Photo::views_of(1).add(9, &mut conn).unwrap();
+    Photo::views_of(2).increment(&mut conn).unwrap();
+    assert_eq!(Video::plays_of(1).total(&mut conn).unwrap(), 200);
+    assert_eq!(Video::likes_of(1).total(&mut conn).unwrap(), 2);
+    assert_eq!(
+        Photo::views_of(1).total(&mut conn).unwrap(),
+        9,
+        "same id, another record type"
+    );
+    let totals = Photo::views_totals(&[1, 2, 3], &mut conn).unwrap();
+    assert_eq!((totals[&1], totals[&2], totals[&3]), (9, 1, 0));
+    assert_eq!(
+        rows(
+            &mut conn,
+            "slotted_counters",
+            "record_type = 'videos.plays'"
+        ),
+        8
+    );
+
+    let report = Video::plays_of(1).compact(&mut conn).unwrap();
+    assert_eq!((report.rows_before, report.rows_after), (8, 1));
+    Photo::views_of(1).set(3, &mut conn).unwrap();
+    assert_eq!(Photo::views_of(1).total(&mut conn).unwrap(), 3);
+    assert_eq!(
+        Video::plays_of(1).total(&mut conn).unwrap(),
+        200,
+        "other counters untouched"
+    );
+    assert_eq!(Video::likes_of(1).total(&mut conn).unwrap(), 2);
+    let all = videos_plays::counter.compact_all(10, &mut conn).unwrap();
+    assert_eq!(all.records, 0, "{all:?}");
+}

@@ -1,0 +1,350 @@
+//! A counter workload checker in the spirit of Jepsen's counter workload, on every backend.
+//!
+//! Threads over an r2d2 pool run transactions that are random mixes of `increment`,
+//! `decrement` and `add(n)` on several counters and records, in random order; some roll back on
+//! purpose; deadlocks are retried by `transaction_with_retry`; a maintenance thread compacts the
+//! counters all the while. The harness records every delta whose commit was acknowledged, every
+//! one rolled back, and every one whose outcome is unknown (an error at COMMIT), and checks, per
+//! counter and record: acknowledged + unknown negatives ≤ total ≤ acknowledged + unknown
+//! positives, and total == acknowledged where nothing was unknown.
+//!
+//! Small by default; `SLOTTED_STRESS_SCALE=10` runs ten times the transactions.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool, R2D2Connection};
+use slotted_core::{
+    transaction_with_retry, CounterMaintenance, CounterMigrations, Error, RetryPolicy,
+    SlottedCounter,
+};
+use slotted_tests::models::*;
+use slotted_tests::{backend_tests, TestConnection, TestDb};
+
+backend_tests!(
+    jepsen_style_counter_workload,
+    opposite_order_transactions_deadlock_and_retry_exactly
+);
+
+/// Which counter an operation touches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Target {
+    Likes(i32),
+    Views(i32),
+    Hits(i64),
+}
+
+impl Target {
+    fn add<C: TestConnection>(self, delta: i64, conn: &mut C) -> slotted_core::Result<()> {
+        match self {
+            Target::Likes(k) if delta == 1 => Post::likes_of(k).increment(conn),
+            Target::Likes(k) if delta == -1 => Post::likes_of(k).decrement(conn),
+            Target::Likes(k) => Post::likes_of(k).add(delta, conn),
+            Target::Views(k) => Post::views_of(k).add(delta, conn),
+            Target::Hits(k) => Event::hits_of(k).add(delta, conn),
+        }
+    }
+
+    fn total<C: TestConnection>(self, conn: &mut C) -> slotted_core::Result<i64> {
+        match self {
+            Target::Likes(k) => Post::likes_of(k).total(conn),
+            Target::Views(k) => Post::views_of(k).total(conn),
+            Target::Hits(k) => Event::hits_of(k).total(conn),
+        }
+    }
+}
+
+/// Per target: acknowledged sum, and the positive and negative parts of unknown outcomes.
+#[derive(Default, Debug, Clone, Copy)]
+struct Ledger {
+    acknowledged: i64,
+    unknown_positive: i64,
+    unknown_negative: i64,
+}
+
+#[derive(Default)]
+struct Figures {
+    transactions: AtomicU64,
+    deltas: AtomicU64,
+    retries: AtomicU64,
+    rollbacks: AtomicU64,
+    unknown: AtomicU64,
+    failed: AtomicU64,
+    compactions: AtomicU64,
+}
+
+/// A tiny deterministic generator per thread (xorshift): reproducible workloads.
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// SQLite through a pool needs its busy timeout on every connection.
+#[derive(Debug)]
+struct Pragmas(&'static str);
+
+impl<C: diesel::connection::SimpleConnection> CustomizeConnection<C, diesel::r2d2::Error>
+    for Pragmas
+{
+    fn on_acquire(&self, conn: &mut C) -> Result<(), diesel::r2d2::Error> {
+        if self.0 == "sqlite" {
+            conn.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL;")
+                .map_err(diesel::r2d2::Error::QueryError)?;
+        }
+        Ok(())
+    }
+}
+
+fn pool<C: TestConnection + R2D2Connection>(url: &str, size: u32) -> Pool<ConnectionManager<C>> {
+    Pool::builder()
+        .max_size(size)
+        .connection_customizer(Box::new(Pragmas(C::NAME)))
+        .build(ConnectionManager::new(url))
+        .expect("pool")
+}
+
+fn scale() -> u64 {
+    std::env::var("SLOTTED_STRESS_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+}
+
+fn jepsen_style_counter_workload<C: TestConnection + R2D2Connection>(test: &str) {
+    let Some((db, _conn)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    const THREADS: u64 = 6;
+    let per_thread = 120 * scale();
+    let pool = pool::<C>(&db.url, THREADS as u32 + 1);
+    let targets: Vec<Target> = (1..=3)
+        .flat_map(|k| {
+            [
+                Target::Likes(k),
+                Target::Views(k),
+                Target::Hits(i64::from(k) << 33),
+            ]
+        })
+        .collect();
+    let ledger: Mutex<HashMap<Target, Ledger>> = Mutex::new(HashMap::new());
+    let figures = Figures::default();
+    let done = AtomicBool::new(false);
+    let policy = RetryPolicy {
+        max_retries: 50,
+        ..RetryPolicy::default()
+    };
+
+    std::thread::scope(|scope| {
+        // Maintenance beside the writers: compaction folds rows while they are written.
+        scope.spawn(|| {
+            let mut conn = C::open(&db.url);
+            while !done.load(Ordering::Acquire) {
+                let passes = [
+                    posts_likes_slots::table.compact_all(2, &mut conn),
+                    posts_views_slots::table.compact_all(2, &mut conn),
+                    events_hits_slots::table.compact_all(2, &mut conn),
+                ];
+                // A compaction that lost a deadlock rolled back whole: nothing to account for.
+                let ok = passes.iter().filter(|p| p.is_ok()).count();
+                figures.compactions.fetch_add(ok as u64, Ordering::Relaxed);
+                if ok < passes.len() {
+                    // Open issue: on MariaDB a compactor on an r2d2-pooled connection has hung
+                    // in libmariadb's mysql_stmt_execute on the locking SELECT after a deadlock
+                    // (3 runs in ~4), the server showing the session idle; on a dedicated
+                    // connection it has not (6 of 6). Until that is understood: a connection of
+                    // its own, renewed after an error.
+                    conn = C::open(&db.url);
+                }
+            }
+        });
+        let writers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (pool, targets, ledger, figures, policy) =
+                    (&pool, &targets, &ledger, &figures, &policy);
+                scope.spawn(move || {
+                    let mut dice = Dice(0x9E37_79B9_7F4A_7C15 ^ (t + 1));
+                    let mut conn = pool.get().unwrap();
+                    for _ in 0..per_thread {
+                        let ops: Vec<(Target, i64)> = (0..1 + dice.below(4))
+                            .map(|_| {
+                                let target = targets[dice.below(targets.len() as u64) as usize];
+                                let delta = match dice.below(3) {
+                                    0 => 1,
+                                    1 => -1,
+                                    _ => dice.below(11) as i64 - 5,
+                                };
+                                (target, delta)
+                            })
+                            .collect();
+                        let roll_back = dice.below(10) == 0;
+                        let mut body_ok = false;
+                        let result = transaction_with_retry(&mut *conn, policy, |conn| {
+                            body_ok = false;
+                            for &(target, delta) in &ops {
+                                target.add(delta, conn)?;
+                            }
+                            if roll_back {
+                                return Err(Error::Diesel(
+                                    diesel::result::Error::RollbackTransaction,
+                                ));
+                            }
+                            body_ok = true;
+                            Ok(())
+                        });
+                        figures.transactions.fetch_add(1, Ordering::Relaxed);
+                        figures
+                            .deltas
+                            .fetch_add(ops.len() as u64, Ordering::Relaxed);
+                        let mut ledger = ledger.lock().unwrap();
+                        match result {
+                            Ok(done) => {
+                                figures
+                                    .retries
+                                    .fetch_add(u64::from(done.retries), Ordering::Relaxed);
+                                for &(target, delta) in &ops {
+                                    ledger.entry(target).or_default().acknowledged += delta;
+                                }
+                            }
+                            // The body finished, COMMIT failed: the outcome is unknown.
+                            Err(_) if body_ok => {
+                                figures.unknown.fetch_add(1, Ordering::Relaxed);
+                                for &(target, delta) in &ops {
+                                    let entry = ledger.entry(target).or_default();
+                                    if delta > 0 {
+                                        entry.unknown_positive += delta;
+                                    } else {
+                                        entry.unknown_negative += delta;
+                                    }
+                                }
+                            }
+                            Err(_) if roll_back => {
+                                figures.rollbacks.fetch_add(1, Ordering::Relaxed);
+                            }
+                            // Failed before COMMIT (retries exhausted): rolled back, nothing applied.
+                            Err(_) => {
+                                figures.failed.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        done.store(true, Ordering::Release);
+    });
+
+    let mut conn = pool.get().unwrap();
+    let ledger = ledger.into_inner().unwrap();
+    let load = |f: &AtomicU64| f.load(Ordering::Relaxed);
+    println!(
+        "{}: {} transactions, {} deltas, {} retries, {} rollbacks on purpose, {} unknown outcomes, {} failed, {} compaction passes",
+        C::NAME,
+        load(&figures.transactions),
+        load(&figures.deltas),
+        load(&figures.retries),
+        load(&figures.rollbacks),
+        load(&figures.unknown),
+        load(&figures.failed),
+        load(&figures.compactions),
+    );
+    assert!(
+        load(&figures.compactions) > 0,
+        "maintenance ran beside the writers"
+    );
+    for target in &targets {
+        let entry = ledger.get(target).copied().unwrap_or_default();
+        let total = target.total(&mut *conn).unwrap();
+        let (low, high) = (
+            entry.acknowledged + entry.unknown_negative,
+            entry.acknowledged + entry.unknown_positive,
+        );
+        assert!(
+            (low..=high).contains(&total),
+            "{target:?}: total {total} outside {low}..={high}"
+        );
+        if entry.unknown_positive == 0 && entry.unknown_negative == 0 {
+            assert_eq!(total, entry.acknowledged, "{target:?}");
+        }
+    }
+}
+
+/// One slot: every writer of an account takes that one row's lock.
+#[derive(SlottedCounter)]
+#[diesel(table_name = accounts)]
+#[slotted(counter = balance, slots = 1)]
+pub struct Account {
+    pub id: i32,
+}
+
+/// Half the threads add to account 1 then 2, the other half 2 then 1, each holding its first row
+/// lock while it takes the second: on the servers this deadlocks, and the retry helper must still
+/// bring both totals out exact.
+fn opposite_order_transactions_deadlock_and_retry_exactly<C: TestConnection + R2D2Connection>(
+    test: &str,
+) {
+    let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    conn.run_pending_migrations(CounterMigrations::of::<Account>())
+        .unwrap();
+    const THREADS: usize = 4;
+    let per_thread = 10 * scale() as usize;
+    let pool = pool::<C>(&db.url, THREADS as u32);
+    let retries = AtomicU64::new(0);
+    let policy = RetryPolicy {
+        max_retries: 100,
+        ..RetryPolicy::default()
+    };
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let (pool, retries, policy) = (&pool, &retries, &policy);
+            scope.spawn(move || {
+                let mut conn = pool.get().unwrap();
+                let (first, second) = if t % 2 == 0 { (1, 2) } else { (2, 1) };
+                for _ in 0..per_thread {
+                    let done = transaction_with_retry(&mut *conn, policy, |conn| {
+                        if C::NAME == "postgres" {
+                            // Look for the deadlock after 20 ms, not the default second.
+                            conn.batch_execute("SET LOCAL deadlock_timeout = '20ms'")?;
+                        }
+                        Account::balance_of(first).increment(conn)?;
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        Account::balance_of(second).add(10, conn)?;
+                        Ok::<_, Error>(())
+                    })
+                    .unwrap();
+                    retries.fetch_add(u64::from(done.retries), Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let retries = retries.load(Ordering::Relaxed);
+    println!(
+        "{}: {} opposite-order transactions, {retries} deadlock retries",
+        C::NAME,
+        THREADS * per_thread
+    );
+    let half = (THREADS / 2 * per_thread) as i64;
+    for key in [1, 2] {
+        assert_eq!(
+            Account::balance_of(key).total(&mut conn).unwrap(),
+            half + 10 * half,
+            "account {key}"
+        );
+    }
+    if C::NAME != "sqlite" {
+        assert!(
+            retries > 0,
+            "the workload deadlocked nowhere: it tests nothing"
+        );
+    }
+}

@@ -1,0 +1,16 @@
+use slotted_core::SlottedCounter;
+
+diesel::table! {
+    posts (id) {
+        id -> Integer,
+    }
+}
+
+#[derive(SlottedCounter)]
+#[diesel(table_name = posts)]
+#[slotted(counter = likes, slots = 16, cache = likes_count)]
+struct Post {
+    id: i32,
+}
+
+fn main() {}

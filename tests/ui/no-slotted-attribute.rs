@@ -1,0 +1,8 @@
+use slotted_core::SlottedCounter;
+
+#[derive(SlottedCounter)]
+struct Post {
+    id: i32,
+}
+
+fn main() {}

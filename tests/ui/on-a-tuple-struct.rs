@@ -1,0 +1,7 @@
+use slotted_core::SlottedCounter;
+
+#[derive(SlottedCounter)]
+#[slotted(counter = likes, slots = 16)]
+struct Post(i32);
+
+fn main() {}

@@ -1,0 +1,9 @@
+use slotted_core::SlottedCounter;
+
+#[derive(SlottedCounter)]
+#[slotted(counter = likes, slots = 16)]
+union Post {
+    id: i32,
+}
+
+fn main() {}
