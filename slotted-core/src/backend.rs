@@ -1,8 +1,10 @@
 //! The one trait behind which each backend's SQL lives, and the statements it runs.
 //!
 //! Every statement is a small [`QueryFragment`] whose text depends only on the counter table,
-//! the backend and the number of keys or rows, never on the values, which are all bound. Diesel
-//! caches such statements by their text, so a connection prepares each counter's upsert once.
+//! the backend and the number of keys or rows, never on the values, which are all bound, so a
+//! connection prepares each statement once. Diesel's statement cache finds most of them by
+//! their text, which it builds on every call; the hot path (an increment, a total) is found by
+//! the counter's type instead ([`ByType`]), so its text is built only once per connection.
 
 use diesel::backend::Backend;
 use diesel::connection::LoadConnection;
@@ -71,9 +73,9 @@ pub trait CounterBackend: Backend + sealed::Sealed + Sized {
     #[doc(hidden)]
     fn push_text<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b str) -> QueryResult<()>;
     #[doc(hidden)]
-    fn load_sum<C: LoadConnection<Backend = Self>>(
+    fn load_sum<C: LoadConnection<Backend = Self>, K: CacheBy>(
         conn: &mut C,
-        query: SumOne<'_>,
+        query: SumOne<'_, K>,
     ) -> QueryResult<Option<String>>;
     #[doc(hidden)]
     fn load_sums<C: LoadConnection<Backend = Self>>(
@@ -311,18 +313,46 @@ fn push_overflow_guard<'b, DB: CounterBackend>(
     Ok(())
 }
 
+/// How Diesel's per-connection statement cache finds a prepared statement: by its SQL text
+/// ([`ByText`]: Diesel builds the text on every call to look it up), or by a Rust type
+/// ([`ByType`]: the text is built once, when the statement is first prepared).
+#[doc(hidden)]
+pub trait CacheBy: 'static {
+    const BY_TYPE: bool;
+}
+
+/// Cached by SQL text: for statements whose text varies with their arguments.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub enum ByText {}
+
+impl CacheBy for ByText {
+    const BY_TYPE: bool = false;
+}
+
+/// Cached by the counter table type `T`: only for a statement whose text, on one connection,
+/// is fixed by `T::SPEC` (the hot path: an increment, a total).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct ByType<T>(PhantomData<T>);
+
+impl<T: 'static> CacheBy for ByType<T> {
+    const BY_TYPE: bool = true;
+}
+
 /// `INSERT … ON CONFLICT/ON DUPLICATE KEY … count = count + delta` into one slot.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
-pub struct AddToSlot<'a> {
+pub struct AddToSlot<'a, K = ByText> {
     pub spec: &'a CounterSpec,
     pub key: KeyValue<'a>,
     pub bucket: i64,
     pub slot: i16,
     pub delta: i64,
+    pub cache: PhantomData<K>,
 }
 
-impl<DB: CounterBackend> QueryFragment<DB> for AddToSlot<'_> {
+impl<DB: CounterBackend, K> QueryFragment<DB> for AddToSlot<'_, K> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         let table = self.spec.table;
         out.push_sql("INSERT INTO ");
@@ -376,9 +406,9 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddToSlot<'_> {
 /// `UPDATE t SET count = count + ? WHERE … AND slot = ?`: the write into a pre-created slot.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
-pub struct UpdateSlot<'a>(pub AddToSlot<'a>);
+pub struct UpdateSlot<'a, K = ByText>(pub AddToSlot<'a, K>);
 
-impl<DB: CounterBackend> QueryFragment<DB> for UpdateSlot<'_> {
+impl<DB: CounterBackend, K> QueryFragment<DB> for UpdateSlot<'_, K> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         let AddToSlot {
             spec,
@@ -386,6 +416,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateSlot<'_> {
             bucket,
             slot,
             delta,
+            ..
         } = &self.0;
         out.push_sql("UPDATE ");
         out.push_identifier(spec.table)?;
@@ -437,9 +468,9 @@ fn push_sum_as_text<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>) -> QueryR
 /// `SELECT CAST(SUM(count) AS TEXT) FROM t WHERE …`: one row, NULL when no slot.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
-pub struct SumOne<'a>(pub Scope<'a>);
+pub struct SumOne<'a, K = ByText>(pub Scope<'a>, pub PhantomData<K>);
 
-impl<DB: CounterBackend> QueryFragment<DB> for SumOne<'_> {
+impl<DB: CounterBackend, K> QueryFragment<DB> for SumOne<'_, K> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         out.push_sql("SELECT ");
         push_sum_as_text(&mut out)?;
@@ -449,7 +480,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for SumOne<'_> {
     }
 }
 
-impl Query for SumOne<'_> {
+impl<K> Query for SumOne<'_, K> {
     type SqlType = Nullable<Text>;
 }
 
@@ -782,7 +813,19 @@ impl<DB: CounterBackend> QueryFragment<DB> for DeleteScope<'_> {
     }
 }
 
-/// Statements that return no rows: run with `execute`.
+/// The statements of the hot path, cached by text or by counter type as `K` says.
+macro_rules! cached_by {
+    ($($ty:ident),*) => {$(
+        impl<K: CacheBy> QueryId for $ty<'_, K> {
+            type QueryId = ($ty<'static>, K);
+            const HAS_STATIC_QUERY_ID: bool = K::BY_TYPE;
+        }
+        impl<Conn, K> RunQueryDsl<Conn> for $ty<'_, K> {}
+    )*};
+}
+cached_by!(AddToSlot, UpdateSlot, SumOne);
+
+/// Statements whose text varies with their arguments (how many keys or rows).
 macro_rules! executable {
     ($($ty:ident),*) => {$(
         // Not static ids: Diesel then caches each prepared statement by its SQL text.
@@ -793,15 +836,7 @@ macro_rules! executable {
         impl<Conn> RunQueryDsl<Conn> for $ty<'_> {}
     )*};
 }
-executable!(
-    AddToSlot,
-    UpdateSlot,
-    SumOne,
-    DeleteRows,
-    InsertRows,
-    RefreshCache,
-    DeleteScope
-);
+executable!(DeleteRows, InsertRows, RefreshCache, DeleteScope);
 
 /// Statements whose result's first column is the record key, typed by `ST`.
 macro_rules! keyed {
@@ -814,6 +849,33 @@ macro_rules! keyed {
     )*};
 }
 keyed!(SumMany, Rows, Keys);
+
+/// After a statement that returns rows fails on MySQL or MariaDB, drops the connection's cached
+/// prepared statements, resetting Diesel's statement cache to its default (`Unbounded`).
+///
+/// Such a statement can fail after its result set has begun: a deadlock or lock wait timeout in
+/// a locking read or a SERIALIZABLE transaction's read, `KILL QUERY`, a statement time limit.
+/// libmariadb then leaves the prepared statement in a state where executing it again waits
+/// forever for rows the server never sends, and Diesel would keep it in the cache; closing it is
+/// safe. Only failures pay: the next calls prepare their statements again.
+pub(crate) fn forget_statements_on_mysql<C: diesel::Connection>(conn: &mut C) {
+    use diesel::connection::CacheSize;
+    conn.set_prepared_statement_cache_size(CacheSize::Disabled);
+    conn.set_prepared_statement_cache_size(CacheSize::Unbounded);
+}
+
+/// `result` of a read on `conn`, after [`forget_statements_on_mysql`] if it failed on MySQL.
+fn after_read<DB: CounterBackend, C: diesel::Connection, T>(
+    conn: &mut C,
+    result: QueryResult<T>,
+) -> QueryResult<T> {
+    if DB::DIALECT == Dialect::Mysql
+        && matches!(result, Err(diesel::result::Error::DatabaseError(..)))
+    {
+        forget_statements_on_mysql(conn);
+    }
+    result
+}
 
 /// One backend's implementation. Each arm binds with Diesel's own `ToSql` impls and loads with
 /// its `FromSql` impls, which is why this is written once and stamped out per backend; the SQL
@@ -856,23 +918,25 @@ macro_rules! counter_backend {
                 out.push_bind_param::<Text, str>(value)
             }
 
-            fn load_sum<C: LoadConnection<Backend = Self>>(
+            fn load_sum<C: LoadConnection<Backend = Self>, K: CacheBy>(
                 conn: &mut C,
-                query: SumOne<'_>,
+                query: SumOne<'_, K>,
             ) -> QueryResult<Option<String>> {
-                query.get_result(conn)
+                let sum = query.get_result(conn);
+                after_read::<Self, _, _>(conn, sum)
             }
 
             fn load_sums<C: LoadConnection<Backend = Self>>(
                 conn: &mut C,
                 scope: Scope<'_>,
             ) -> QueryResult<Vec<(RawKey, Option<String>)>> {
-                by_key_kind!(scope.spec.key_column_kind(), |ST, K, raw| SumMany::<ST>(
+                let sums = by_key_kind!(scope.spec.key_column_kind(), |ST, K, raw| SumMany::<ST>(
                     scope,
                     PhantomData
                 )
                 .load::<(K, Option<String>)>(conn)
-                .map(|rows| rows.into_iter().map(|(k, s)| (raw(k), s)).collect()))
+                .map(|rows| rows.into_iter().map(|(k, s)| (raw(k), s)).collect()));
+                after_read::<Self, _, _>(conn, sums)
             }
 
             fn load_rows<C: LoadConnection<Backend = Self>>(
@@ -882,7 +946,7 @@ macro_rules! counter_backend {
                 let spec = match query {
                     RowsQuery::Lock(scope) | RowsQuery::DeleteReturning(scope) => scope.spec,
                 };
-                by_key_kind!(spec.key_column_kind(), |ST, K, raw| Rows::<ST>(
+                let rows = by_key_kind!(spec.key_column_kind(), |ST, K, raw| Rows::<ST>(
                     query,
                     PhantomData
                 )
@@ -896,7 +960,8 @@ macro_rules! counter_backend {
                             count,
                         })
                         .collect()
-                }))
+                }));
+                after_read::<Self, _, _>(conn, rows)
             }
 
             fn load_keys<C: LoadConnection<Backend = Self>>(
@@ -907,9 +972,10 @@ macro_rules! counter_backend {
                     KeyPage::Compactable { scope, .. } => scope.spec.key_column_kind(),
                     KeyPage::Parent { spec, .. } => spec.key,
                 };
-                by_key_kind!(kind, |ST, K, raw| Keys::<ST>(query, PhantomData)
+                let keys = by_key_kind!(kind, |ST, K, raw| Keys::<ST>(query, PhantomData)
                     .load::<K>(conn)
-                    .map(|keys| keys.into_iter().map(raw).collect()))
+                    .map(|keys| keys.into_iter().map(raw).collect()));
+                after_read::<Self, _, _>(conn, keys)
             }
         }
     };

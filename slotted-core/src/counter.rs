@@ -10,7 +10,8 @@ use std::time::SystemTime;
 use diesel::RunQueryDsl;
 
 use crate::backend::{
-    AddToSlot, Buckets, CounterBackend, CounterConnection, Dialect, Scope, SumOne, UpdateSlot,
+    AddToSlot, Buckets, ByText, ByType, CounterBackend, CounterConnection, Dialect, Scope, SumOne,
+    UpdateSlot,
 };
 use crate::error::{Error, Result};
 use crate::key::{CounterKey, KeyValue};
@@ -108,6 +109,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
             bucket: spec.bucket.map_or(0, |width| width.start_of(self.now())),
             slot: spec.strategy.choose(spec.slots) as i16,
             delta,
+            cache: PhantomData::<ByType<T>>,
         };
         let outcome = if spec.prefill {
             match UpdateSlot(statement).execute(conn) {
@@ -146,7 +148,13 @@ impl<'k, T: CounterTable> Counter<'k, T> {
             keys: &keys,
             buckets,
         };
-        match C::Backend::load_sum(conn, SumOne(scope)) {
+        // The all-time total's text is fixed by the counter: cached by type. A bucket range's
+        // text differs from it.
+        let sum = match buckets {
+            Buckets::All => C::Backend::load_sum(conn, SumOne(scope, PhantomData::<ByType<T>>)),
+            _ => C::Backend::load_sum(conn, SumOne(scope, PhantomData::<ByText>)),
+        };
+        match sum {
             Ok(sum) => parse_total(spec, &*self.key, sum),
             Err(e) => Err(sum_error::<C::Backend, _>(spec, &*self.key, e)),
         }

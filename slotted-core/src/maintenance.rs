@@ -165,6 +165,7 @@ fn fold<C: CounterConnection>(
                             bucket,
                             slot,
                             delta,
+                            cache: std::marker::PhantomData,
                         },
                     )?;
                 }

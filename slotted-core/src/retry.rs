@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | PostgreSQL | `40001` serialization failure | `DatabaseErrorKind::SerializationFailure` |
 //! | PostgreSQL | `40P01` deadlock detected | `Unknown`, message "deadlock detected" |
+//! | PostgreSQL | `55P03` lock timeout (`lock_timeout`) | `Unknown`, message "canceling statement due to lock timeout" |
 //! | MySQL, MariaDB | `1213` deadlock | `DatabaseErrorKind::SerializationFailure` |
 //! | MySQL, MariaDB | `1205` lock wait timeout | `Unknown`, message "Lock wait timeout exceeded" |
 //! | SQLite | `SQLITE_BUSY` after the busy timeout | `Unknown`, message "database is locked" |
@@ -25,7 +26,7 @@ use crate::error::Error;
 
 /// Whether an error means the whole transaction was rolled back and may simply run again.
 pub trait Retryable {
-    /// True for deadlocks, serialization failures, lock wait timeouts and SQLite's busy.
+    /// True for deadlocks, serialization failures, lock (wait) timeouts and SQLite's busy.
     fn is_retryable(&self) -> bool;
 }
 
@@ -37,6 +38,7 @@ impl Retryable for DieselError {
                 let message = info.message();
                 [
                     "deadlock detected",
+                    "canceling statement due to lock timeout",
                     "Deadlock found",
                     "Lock wait timeout exceeded",
                     "database is locked",
@@ -112,6 +114,11 @@ pub struct Retried<T> {
 /// `f` runs once, as a savepoint, and any error comes back unretried. Retry the outermost
 /// transaction.
 ///
+/// On MySQL and MariaDB, before each retry the connection's cached prepared statements are
+/// dropped (Diesel's statement cache is reset to its default, `Unbounded`): a read that failed
+/// after its result set began, as a deadlocked locking read does, leaves libmariadb's statement
+/// unusable, and running it again in the retry would wait forever.
+///
 /// ```
 /// # use diesel::prelude::*;
 /// # use slotted_core::SlottedCounter;
@@ -137,7 +144,7 @@ pub fn transaction_with_retry<C, T, E, F>(
     mut f: F,
 ) -> Result<Retried<T>, E>
 where
-    C: Connection,
+    C: Connection<Backend: 'static>,
     E: From<DieselError> + Retryable,
     F: FnMut(&mut C) -> Result<T, E>,
 {
@@ -150,12 +157,22 @@ where
         match conn.transaction(&mut f) {
             Ok(value) => return Ok(Retried { value, retries }),
             Err(e) if !nested && retries < policy.max_retries && e.is_retryable() => {
+                if is_mysql::<C::Backend>() {
+                    crate::backend::forget_statements_on_mysql(conn);
+                }
                 std::thread::sleep(policy.backoff(retries));
                 retries += 1;
             }
             Err(e) => return Err(e),
         }
     }
+}
+
+fn is_mysql<B: 'static>() -> bool {
+    #[cfg(feature = "mysql")]
+    return std::any::TypeId::of::<B>() == std::any::TypeId::of::<diesel::mysql::Mysql>();
+    #[cfg(not(feature = "mysql"))]
+    return false;
 }
 
 #[cfg(test)]

@@ -246,6 +246,21 @@ struct Name {
     name: String,
 }
 
+/// `TestConnection::lock_likes` for the server backends.
+macro_rules! lock_likes {
+    () => {
+        fn lock_likes(&mut self, key: i32) -> QueryResult<i64> {
+            use models::posts_likes_slots::dsl::*;
+            let counts: Vec<i64> = posts_likes_slots
+                .filter(record_id.eq(key))
+                .select(count)
+                .for_update()
+                .load(self)?;
+            Ok(counts.iter().sum())
+        }
+    };
+}
+
 /// A connection type the tests run on: one per backend.
 pub trait TestConnection:
     CounterConnection
@@ -276,6 +291,10 @@ pub trait TestConnection:
     /// The slot rows of an integer-keyed record.
     fn slot_rows(&mut self, table: &str, key: i64) -> Vec<SlotRow>;
 
+    /// The sum of `posts_likes_slots`' counts of `key`, read with `FOR UPDATE` through Diesel's
+    /// query builder (so Diesel caches the statement). Not on SQLite, which has no `FOR UPDATE`.
+    fn lock_likes(&mut self, key: i32) -> QueryResult<i64>;
+
     /// Whether the table exists.
     fn table_exists(&mut self, table: &str) -> bool {
         !self.columns(table).is_empty()
@@ -296,6 +315,10 @@ impl TestConnection for diesel::SqliteConnection {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
         Some(path.to_string_lossy().into_owned())
+    }
+
+    fn lock_likes(&mut self, _key: i32) -> QueryResult<i64> {
+        unimplemented!("SQLite has no FOR UPDATE")
     }
 
     fn open(url: &str) -> Self {
@@ -328,6 +351,7 @@ impl TestConnection for diesel::PgConnection {
     const NAME: &'static str = "postgres";
 
     slot_rows!();
+    lock_likes!();
 
     fn fresh_database(test: &str) -> Option<String> {
         // PostgreSQL refuses to drop a database others are connected to, unless forced.
@@ -371,6 +395,7 @@ impl TestConnection for diesel::MysqlConnection {
     const NAME: &'static str = "mysql";
 
     slot_rows!();
+    lock_likes!();
 
     fn fresh_database(test: &str) -> Option<String> {
         recreate_server_database::<Self>("MYSQL_DATABASE_URL", test, "")

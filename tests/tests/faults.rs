@@ -2,15 +2,22 @@
 //! restarting under a pool, SQLite under many writer threads. The server tests crash a private
 //! instance they start themselves (its own data directory and port), never the shared servers.
 
+use std::sync::mpsc;
+use std::time::Duration;
+
+use diesel::connection::SimpleConnection;
 use diesel::Connection;
-use slotted_core::Error;
+use slotted_core::{CounterMaintenance, Error};
 use slotted_tests::models::*;
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 
 backend_tests!(
     killed_session_loses_its_whole_transaction_and_the_pool_goes_on,
     crash_restart_loses_no_acknowledged_increment,
-    many_writer_threads_wait_and_count_exactly
+    many_writer_threads_wait_and_count_exactly,
+    a_lock_timeout_leaves_the_connection_usable,
+    a_lock_timeout_in_a_serializable_read_leaves_the_connection_usable,
+    a_retried_transaction_runs_its_own_locking_read_again
 );
 
 fn killed_session_loses_its_whole_transaction_and_the_pool_goes_on<
@@ -402,4 +409,163 @@ fn many_writer_threads_wait_and_count_exactly<C: TestConnection>(test: &str) {
         Post::views_of(1).total(&mut conn).unwrap(),
         (2 * THREADS * EACH) as i64
     );
+}
+
+/// Runs `calls` on `conn` in a thread of their own, waits for them at most 30 s, and gives the
+/// connection back: a call that never returns fails the test instead of hanging it.
+fn within_30s<C: TestConnection, T: Send + 'static>(
+    mut conn: C,
+    calls: impl FnOnce(&mut C) -> T + Send + 'static,
+) -> (C, T) {
+    let (done, result) = mpsc::channel();
+    std::thread::spawn(move || {
+        let out = calls(&mut conn);
+        let _ = done.send((conn, out));
+    });
+    match result.recv_timeout(Duration::from_secs(30)) {
+        Ok(done) => done,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{}: a call on the connection never returned", C::NAME)
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{}: the calls panicked", C::NAME),
+    }
+}
+
+/// The statement each backend starts a transaction with that takes its write lock at once.
+fn begin_writing<C: TestConnection>() -> &'static str {
+    if C::NAME == "sqlite" {
+        "BEGIN IMMEDIATE"
+    } else {
+        "BEGIN"
+    }
+}
+
+/// A compaction that gives up waiting for a row lock held by another session returns an error,
+/// and the connection goes on working: the same calls succeed once the lock is gone.
+///
+/// On MariaDB this once hung for good. A locking read that fails after its result set has
+/// begun (a lock wait timeout, a deadlock) leaves libmariadb's prepared statement in a state
+/// where executing it again waits for rows the server never sends; Diesel kept the statement
+/// in its cache, so the next compaction on that connection never returned. slotted now drops the
+/// connection's cached statements after a failed read on MySQL.
+fn a_lock_timeout_leaves_the_connection_usable<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    for (key, delta) in [(1, 5), (2, 7), (1, 3)] {
+        Post::likes_of(key).add(delta, &mut conn).unwrap();
+    }
+    conn.batch_execute(match C::NAME {
+        "postgres" => "SET lock_timeout = '300ms'",
+        "mysql" => "SET SESSION innodb_lock_wait_timeout = 1",
+        _ => "PRAGMA busy_timeout = 300",
+    })
+    .unwrap();
+
+    // Another session holds record 2's row (on SQLite, the database's write lock).
+    let mut holder = C::open(&db.url);
+    holder.batch_execute(begin_writing::<C>()).unwrap();
+    Post::likes_of(2).increment(&mut holder).unwrap();
+    let (conn, errors) = within_30s(conn, |conn| {
+        // Twice: the second runs the statement the first one failed in.
+        [(); 2].map(|()| posts_likes_slots::table.compact(&[1, 2], conn).unwrap_err())
+    });
+    for err in errors {
+        assert!(
+            matches!(&err, Error::Database { counter, .. } if counter == "Post.likes"),
+            "{err:?}"
+        );
+    }
+    holder.batch_execute("COMMIT").unwrap();
+
+    let (_, (report, totals)) = within_30s(conn, |conn| {
+        let report = posts_likes_slots::table.compact(&[1, 2], conn).unwrap();
+        Post::likes_of(2).set(100, conn).unwrap();
+        Post::likes_of(1).increment(conn).unwrap();
+        (report, Post::likes_totals(&[1, 2], conn).unwrap())
+    });
+    assert_eq!(report.records, 2, "{report:?}");
+    assert_eq!((totals[&1], totals[&2]), (9, 100));
+}
+
+/// The read side of the same: a `total` that gives up waiting for a lock (a SERIALIZABLE
+/// transaction's reads take shared locks on MySQL/MariaDB) returns an error, and the next
+/// `total` on that connection returns.
+fn a_lock_timeout_in_a_serializable_read_leaves_the_connection_usable<C: TestConnection>(
+    test: &str,
+) {
+    let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    if C::NAME != "mysql" {
+        return; // PostgreSQL's and SQLite's reads wait for no row lock
+    }
+    Post::likes_of(2).add(7, &mut conn).unwrap();
+    conn.batch_execute(
+        "SET SESSION innodb_lock_wait_timeout = 1; \
+         SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+    )
+    .unwrap();
+    let mut holder = C::open(&db.url);
+    holder.batch_execute(begin_writing::<C>()).unwrap();
+    Post::likes_of(2).increment(&mut holder).unwrap();
+    let (conn, errors) = within_30s(conn, |conn| {
+        // Twice: the second runs the statements the first ones failed in.
+        [(); 2].map(|()| {
+            let one = conn.transaction(|conn| Post::likes_of(2).total(conn));
+            let many = conn.transaction(|conn| Post::likes_totals(&[1, 2], conn));
+            (one.unwrap_err(), many.unwrap_err())
+        })
+    });
+    for err in errors.into_iter().flat_map(|(one, many)| [one, many]) {
+        assert!(matches!(err, Error::Database { .. }), "{err:?}");
+    }
+    holder.batch_execute("COMMIT").unwrap();
+    let (_, (total, totals)) = within_30s(conn, |conn| {
+        conn.transaction(|conn| {
+            Ok::<_, Error>((
+                Post::likes_of(2).total(conn)?,
+                Post::likes_totals(&[1, 2], conn)?,
+            ))
+        })
+        .unwrap()
+    });
+    assert_eq!((total, totals[&1], totals[&2]), (8, 0, 8));
+}
+
+/// The retry helper on a transaction of the user's own: its locking read (Diesel's query
+/// builder, cached by Diesel) gives up on a lock held elsewhere, and the retry runs that read
+/// again once the lock is gone. On MariaDB the retry would wait forever on the statement the
+/// failure left unusable, had the helper not dropped the cached statements first.
+fn a_retried_transaction_runs_its_own_locking_read_again<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    if C::NAME == "sqlite" {
+        return; // no row locks, no `FOR UPDATE`
+    }
+    Post::likes_of(2).add(7, &mut conn).unwrap();
+    conn.batch_execute(if C::NAME == "postgres" {
+        "SET lock_timeout = '300ms'"
+    } else {
+        "SET SESSION innodb_lock_wait_timeout = 1"
+    })
+    .unwrap();
+    let mut holder = C::open(&db.url);
+    holder.batch_execute(begin_writing::<C>()).unwrap();
+    Post::likes_of(2).increment(&mut holder).unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        holder.batch_execute("COMMIT").unwrap();
+    });
+    let policy = slotted_core::RetryPolicy {
+        max_retries: 20,
+        ..slotted_core::RetryPolicy::default()
+    };
+    let (_, done) = within_30s(conn, move |conn| {
+        slotted_core::transaction_with_retry(conn, &policy, |conn| conn.lock_likes(2)).unwrap()
+    });
+    release.join().unwrap();
+    assert!(done.retries > 0, "the lock made the first attempt fail");
+    assert_eq!(done.value, 8);
 }
