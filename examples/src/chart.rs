@@ -28,19 +28,49 @@ pub fn throughput_chart(
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(1.0_f64, f64::max);
+    // Ticks at the measured writer counts only, and at each power of ten of throughput.
+    let mut writers: Vec<u32> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    writers.sort_unstable();
+    writers.dedup();
+    // The y range: from the power of ten below the slowest point to 1.5 times the fastest.
+    let min_tps = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(max_tps, f64::min)
+        .max(1.0);
+    let bottom = 10f64.powf((min_tps / 1.2).log10().floor());
+    let top = max_tps * 1.5;
+    let mut ticks = vec![];
+    let mut decade = bottom;
+    while decade <= top {
+        ticks.extend(
+            [decade, 2.0 * decade, 5.0 * decade]
+                .into_iter()
+                .filter(|&t| t <= top),
+        );
+        decade *= 10.0;
+    }
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(72)
         .build_cartesian_2d(
-            (1u32..max_writers).log_scale(),
-            (10.0f64..max_tps * 1.5).log_scale(),
+            (1u32..max_writers + max_writers / 4)
+                .log_scale()
+                .with_key_points(writers),
+            (bottom..top).log_scale().with_key_points(ticks),
         )?;
     chart
         .configure_mesh()
         .x_desc("concurrent writers")
         .y_desc("transactions / s")
+        .bold_line_style(BLACK.mix(0.15))
+        .light_line_style(TRANSPARENT)
+        .y_label_formatter(&|tps| format!("{tps:.0}"))
         .draw()?;
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
