@@ -153,6 +153,7 @@ const SINGLE_ROW: &[&str] = &["UPDATE bench_single SET count = count + 1 WHERE i
 /// The business transaction's own write.
 const EVENT: &[&str] = &["INSERT INTO bench_events (writer) VALUES (", ")"];
 /// The library's upsert into `T1`, written by hand: PostgreSQL and SQLite.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 const ANSI_UPSERT: &[&str] = &[
     "INSERT INTO bench_t1_hits_slots (record_id, slot, count) VALUES (",
     ", ",
@@ -160,6 +161,7 @@ const ANSI_UPSERT: &[&str] = &[
     ") ON CONFLICT (record_id, slot) DO UPDATE SET count = bench_t1_hits_slots.count + excluded.count",
 ];
 /// The same for MySQL and MariaDB.
+#[cfg(feature = "mysql")]
 const MYSQL_UPSERT: &[&str] = &[
     "INSERT INTO bench_t1_hits_slots (record_id, slot, count) VALUES (",
     ", ",
@@ -232,6 +234,7 @@ macro_rules! bench_connection {
 }
 
 /// PostgreSQL and SQLite: `ON CONFLICT (record_id, slot) DO UPDATE SET count = t.count + excluded.count`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 macro_rules! ansi_on_conflict {
     ($insert:ident) => {
         $insert

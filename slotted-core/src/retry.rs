@@ -168,11 +168,15 @@ where
     }
 }
 
+/// Whether `B` is Diesel's MySQL backend (never, without slotted-core's `mysql` feature).
 fn is_mysql<B: 'static>() -> bool {
+    let backend = std::any::TypeId::of::<B>();
     #[cfg(feature = "mysql")]
-    return std::any::TypeId::of::<B>() == std::any::TypeId::of::<diesel::mysql::Mysql>();
-    #[cfg(not(feature = "mysql"))]
-    return false;
+    if backend == std::any::TypeId::of::<diesel::mysql::Mysql>() {
+        return true;
+    }
+    let _ = backend;
+    false
 }
 
 #[cfg(test)]

@@ -247,6 +247,7 @@ struct Name {
 }
 
 /// `TestConnection::lock_likes` for the server backends.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 macro_rules! lock_likes {
     () => {
         fn lock_likes(&mut self, key: i32) -> QueryResult<i64> {
