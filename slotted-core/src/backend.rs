@@ -567,8 +567,8 @@ impl<ST: 'static> Query for Rows<'_, ST> {
     type SqlType = (ST, BigInt, SmallInt, BigInt);
 }
 
-/// `DELETE FROM t WHERE [record_type = ? AND] (record_id, [bucket,] slot) IN ((…), …)`: exactly
-/// the rows a `Lock` read (MySQL, which has no `DELETE … RETURNING`).
+/// `DELETE FROM t WHERE ([record_type,] record_id, [bucket,] slot) IN ((…), …)`: exactly the
+/// rows a `Lock` read (MySQL, which has no `DELETE … RETURNING`).
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct DeleteRows<'a> {
@@ -578,31 +578,14 @@ pub struct DeleteRows<'a> {
 
 impl<DB: CounterBackend> QueryFragment<DB> for DeleteRows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        out.push_sql("DELETE FROM ");
-        out.push_identifier(self.spec.table)?;
-        out.push_sql(" WHERE 1 = 1");
-        push_record_type(&mut out, self.spec)?;
-        out.push_sql(" AND (");
-        out.push_identifier(RECORD_ID)?;
-        if self.spec.bucket.is_some() {
-            out.push_sql(", ");
-            out.push_identifier(BUCKET)?;
-        }
-        out.push_sql(", ");
-        out.push_identifier(SLOT)?;
-        out.push_sql(") IN (");
         let spec = self.spec;
+        out.push_sql("DELETE FROM ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" WHERE (");
+        push_row_columns(&mut out, spec)?;
+        out.push_sql(") IN (");
         push_list(&mut out, self.rows, |out, (key, bucket, slot)| {
-            out.push_sql("(");
-            DB::push_key(out, key)?;
-            if spec.bucket.is_some() {
-                out.push_sql(", ");
-                DB::push_big_int(out, bucket)?;
-            }
-            out.push_sql(", ");
-            DB::push_small_int(out, slot)?;
-            out.push_sql(")");
-            Ok(())
+            push_row_values(out, spec, key, bucket, slot, None)
         })?;
         out.push_sql(")");
         Ok(())
