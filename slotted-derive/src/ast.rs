@@ -1,5 +1,6 @@
-//! The checked model: what `expand` generates code from. Built only when every attribute and
-//! the struct itself are valid; otherwise every problem comes back at once.
+//! The checked model: what `expand` generates code from. Built when every attribute and the
+//! struct itself are valid; otherwise every problem comes back at once, with a fallback model
+//! of what could still be declared.
 
 use std::collections::HashMap;
 
@@ -67,8 +68,18 @@ pub enum Strategy {
     Random,
 }
 
+/// A derive input with mistakes: every error, and what can still be declared, so that the
+/// model's uses elsewhere compile and the user sees the mistakes alone, not a cascade of "no
+/// method `likes`" at every call (as thiserror and serde do).
+pub struct Invalid<'a> {
+    pub errors: syn::Error,
+    /// The model with the counters whose name and table are sound and unique, a bad value
+    /// replaced by its default; `None` when the struct itself cannot carry the methods.
+    pub fallback: Option<Box<Model<'a>>>,
+}
+
 impl<'a> Model<'a> {
-    pub fn from_syn(input: &'a DeriveInput) -> syn::Result<Self> {
+    pub fn from_syn(input: &'a DeriveInput) -> Result<Self, Invalid<'a>> {
         let mut errors = Errors::default();
         let fields = struct_fields(input, &mut errors);
         if !input.generics.params.is_empty() {
@@ -125,15 +136,8 @@ impl<'a> Model<'a> {
                 )
             })
             .collect();
-        check_collisions(&counters, &mut errors);
-        errors.finish()?;
-        let Some((key_field, key, key_column)) = key else {
-            return Err(syn::Error::new(
-                Span::call_site(),
-                "unreachable: no key and no error",
-            ));
-        };
-        Ok(Model {
+        let clashing = check_collisions(&counters, &mut errors);
+        let model = key.map(|(key_field, key, key_column)| Model {
             ident: &input.ident,
             vis: &input.vis,
             parent,
@@ -144,7 +148,27 @@ impl<'a> Model<'a> {
             krate: slotted
                 .krate
                 .unwrap_or_else(|| syn::parse_quote!(::slotted_core)),
-        })
+        });
+        match (errors.finish(), model) {
+            (Ok(()), Some(model)) => Ok(model),
+            (Ok(()), None) => Err(Invalid {
+                errors: syn::Error::new(Span::call_site(), "unreachable: no key and no error"),
+                fallback: None,
+            }),
+            (Err(errors), model) => Err(Invalid {
+                errors,
+                fallback: model
+                    .filter(|_| input.generics.params.is_empty())
+                    .map(|mut model| {
+                        let mut index = 0;
+                        model.counters.retain(|_| {
+                            index += 1;
+                            !clashing.contains(&(index - 1))
+                        });
+                        Box::new(model)
+                    }),
+            }),
+        }
     }
 }
 
@@ -393,16 +417,17 @@ fn counter(
             table
         }
     };
+    // A bad value was reported above; its default keeps the counter in the fallback model.
     Some(Counter {
         name,
-        slots: slots?,
+        slots: slots.unwrap_or(1),
         table,
-        max_key_length: max_key_length?,
-        strategy: strategy?,
-        bucket: bucket?,
+        max_key_length: max_key_length.unwrap_or(DEFAULT_MAX_KEY_LENGTH),
+        strategy: strategy.unwrap_or(Strategy::Thread),
+        bucket: bucket.flatten(),
         prefill: attr.prefill.is_some(),
         cache: attr.cache.clone(),
-        shared: shared?,
+        shared: shared.unwrap_or(false),
     })
 }
 
@@ -503,11 +528,13 @@ fn checked_int(lit: &LitInt, key: &str, min: u16, max: u16, errors: &mut Errors)
     }
 }
 
-/// Counters whose names, tables or generated methods would clash.
-fn check_collisions(counters: &[Counter], errors: &mut Errors) {
+/// Counters whose names, tables or generated methods would clash with an earlier counter's:
+/// reported, and returned by index.
+fn check_collisions(counters: &[Counter], errors: &mut Errors) -> Vec<usize> {
     let mut tables: HashMap<String, &Ident> = HashMap::new();
     let mut methods: HashMap<String, &Ident> = HashMap::new();
-    for counter in counters {
+    let mut clashing = Vec::new();
+    for (index, counter) in counters.iter().enumerate() {
         let name = counter.name.to_string();
         if methods.get(&name).is_some_and(|first| **first == name) {
             errors.at(
@@ -515,6 +542,7 @@ fn check_collisions(counters: &[Counter], errors: &mut Errors) {
                 format_args!("counter `{name}` is declared twice"),
                 "declare each counter once",
             );
+            clashing.push(index);
             continue;
         }
         for method in [name.clone(), format!("{name}_of"), format!("{name}_totals")] {
@@ -524,6 +552,7 @@ fn check_collisions(counters: &[Counter], errors: &mut Errors) {
                     format_args!("counter `{name}` would generate the method `{method}`, which counter `{other}` generates too"),
                     "rename one of the two counters",
                 );
+                clashing.push(index);
             }
             methods.entry(method).or_insert(&counter.name);
         }
@@ -534,9 +563,11 @@ fn check_collisions(counters: &[Counter], errors: &mut Errors) {
                 format_args!("counters `{other}` and `{name}` would share the table `{table}`"),
                 "give each counter its own table with `table = …`",
             );
+            clashing.push(index);
         }
         tables.entry(table).or_insert(&counter.name);
     }
+    clashing
 }
 
 /// Diesel's default table name: the struct name in snake_case, plus `s`.

@@ -2,7 +2,8 @@
 //! documents it; this crate is only the entry point.
 //!
 //! `parse` reads the attributes into a checked `ast::Model`, collecting every error; `expand`
-//! writes the code.
+//! writes the code. With errors, it writes them and the code of a fallback model (the sound
+//! counters), so the errors are all the user sees.
 
 mod ast;
 mod attr;
@@ -120,7 +121,10 @@ use proc_macro::TokenStream;
 /// of the wrong kind; a keyword or raw identifier as a name; two counters sharing a table or a
 /// generated method; an enum, union, tuple, unit or generic struct; a missing, composite or
 /// unsupported primary key; and combinations that cannot work (`prefill` with `bucket`,
-/// `storage = shared` with a `String` key, a `bucket` or a `table`).
+/// `storage = shared` with a `String` key, a `bucket` or a `table`). Those errors are all the
+/// build reports: beside them the derive still declares every counter whose name and table are
+/// sound (a bad value replaced by its default), so the code that uses the counters does not fail
+/// as well.
 ///
 /// At the call site: a counter that was not declared has no method; a key of the wrong type does
 /// not convert (`likes_of` takes `impl Into<Key>`, `likes_totals` takes `&[Key]`); bucket,
@@ -142,6 +146,12 @@ fn derive_inner(input: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
         Ok(input) => input,
         Err(e) => return e.to_compile_error(),
     };
-    ast::Model::from_syn(&input)
-        .map_or_else(|e| e.to_compile_error(), |model| expand::expand(&model))
+    match ast::Model::from_syn(&input) {
+        Ok(model) => expand::expand(&model),
+        Err(invalid) => {
+            let mut out = invalid.errors.to_compile_error();
+            out.extend(invalid.fallback.as_deref().map(expand::expand));
+            out
+        }
+    }
 }
