@@ -5,21 +5,34 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use diesel::connection::SimpleConnection;
-use diesel::Connection;
 use slotted_core::{CounterMaintenance, Error};
 use slotted_tests::models::*;
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 
-backend_tests!(
-    killed_session_loses_its_whole_transaction_and_the_pool_goes_on,
-    crash_restart_loses_no_acknowledged_increment,
-    many_writer_threads_wait_and_count_exactly,
-    a_lock_timeout_leaves_the_connection_usable,
-    a_lock_timeout_in_a_serializable_read_leaves_the_connection_usable,
-    a_retried_transaction_runs_its_own_locking_read_again
-);
+// Each test where it means something: SQLite has no session to kill and no server to crash,
+// and only MySQL's reads wait for row locks; the busy timeout is SQLite's.
+backend_tests! {
+    sqlite: [
+        many_writer_threads_wait_and_count_exactly,
+        a_lock_timeout_leaves_the_connection_usable,
+        a_retried_transaction_runs_its_own_locking_read_again,
+    ],
+    postgres: [
+        killed_session_loses_its_whole_transaction_and_the_pool_goes_on,
+        crash_restart_loses_no_acknowledged_increment,
+        a_lock_timeout_leaves_the_connection_usable,
+        a_retried_transaction_runs_its_own_locking_read_again,
+    ],
+    mysql: [
+        killed_session_loses_its_whole_transaction_and_the_pool_goes_on,
+        crash_restart_loses_no_acknowledged_increment,
+        a_lock_timeout_leaves_the_connection_usable,
+        a_lock_timeout_in_a_serializable_read_leaves_the_connection_usable,
+        a_retried_transaction_runs_its_own_locking_read_again,
+    ],
+}
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 fn killed_session_loses_its_whole_transaction_and_the_pool_goes_on<
     C: TestConnection + diesel::r2d2::R2D2Connection,
 >(
@@ -34,7 +47,7 @@ fn killed_session_loses_its_whole_transaction_and_the_pool_goes_on<
             "SELECT pg_terminate_backend",
         ),
         "mysql" => ("SELECT CAST(CONNECTION_ID() AS SIGNED) AS n", "KILL"),
-        _ => return, // an embedded database has no session to kill
+        other => unreachable!("registered for the servers only, not {other}"),
     };
     let pool = diesel::r2d2::Pool::builder()
         .max_size(2)
@@ -364,6 +377,7 @@ mod servers {
     }
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 fn crash_restart_loses_no_acknowledged_increment<C: TestConnection>(test: &str) {
     // The shared server's URL only decides whether this backend runs; the test uses its own.
     if TestDb::new::<C>(test).is_none() {
@@ -374,14 +388,13 @@ fn crash_restart_loses_no_acknowledged_increment<C: TestConnection>(test: &str) 
         "postgres" => servers::crash_restart::<C, servers::PrivatePostgres>(54_329),
         #[cfg(feature = "mysql")]
         "mysql" => servers::crash_restart::<C, servers::PrivateMariadb>(33_069),
-        _ => {} // SQLite: no server; its durability is the file system's
+        other => unreachable!("registered for the servers only, not {other}"),
     }
 }
 
+/// SQLite's busy timeout (the servers' concurrency is tested elsewhere).
+#[cfg(feature = "sqlite")]
 fn many_writer_threads_wait_and_count_exactly<C: TestConnection>(test: &str) {
-    if C::NAME != "sqlite" {
-        return; // the servers' concurrency is tested elsewhere; this is SQLite's busy timeout
-    }
     let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
         return;
     };
@@ -491,15 +504,13 @@ fn a_lock_timeout_leaves_the_connection_usable<C: TestConnection>(test: &str) {
 /// The read side of the same: a `total` that gives up waiting for a lock (a SERIALIZABLE
 /// transaction's reads take shared locks on MySQL/MariaDB) returns an error, and the next
 /// `total` on that connection returns.
+#[cfg(feature = "mysql")]
 fn a_lock_timeout_in_a_serializable_read_leaves_the_connection_usable<C: TestConnection>(
     test: &str,
 ) {
     let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
         return;
     };
-    if C::NAME != "mysql" {
-        return; // PostgreSQL's and SQLite's reads wait for no row lock
-    }
     Post::likes_of(2).add(7, &mut conn).unwrap();
     conn.batch_execute(
         "SET SESSION innodb_lock_wait_timeout = 1; \
@@ -536,19 +547,18 @@ fn a_lock_timeout_in_a_serializable_read_leaves_the_connection_usable<C: TestCon
 /// The retry helper on a transaction of the user's own: its locking read (Diesel's query
 /// builder, cached by Diesel) gives up on a lock held elsewhere, and the retry runs that read
 /// again once the lock is gone. On MariaDB the retry would wait forever on the statement the
-/// failure left unusable, had the helper not dropped the cached statements first.
+/// failure left unusable, had the helper not dropped the cached statements first. (SQLite has no
+/// row locks: there the transaction increments, and its first attempt finds the database
+/// locked.)
 fn a_retried_transaction_runs_its_own_locking_read_again<C: TestConnection>(test: &str) {
     let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
         return;
     };
-    if C::NAME == "sqlite" {
-        return; // no row locks, no `FOR UPDATE`
-    }
     Post::likes_of(2).add(7, &mut conn).unwrap();
-    conn.batch_execute(if C::NAME == "postgres" {
-        "SET lock_timeout = '300ms'"
-    } else {
-        "SET SESSION innodb_lock_wait_timeout = 1"
+    conn.batch_execute(match C::NAME {
+        "postgres" => "SET lock_timeout = '300ms'",
+        "mysql" => "SET SESSION innodb_lock_wait_timeout = 1",
+        _ => "PRAGMA busy_timeout = 300",
     })
     .unwrap();
     let mut holder = C::open(&db.url);
@@ -563,9 +573,17 @@ fn a_retried_transaction_runs_its_own_locking_read_again<C: TestConnection>(test
         ..slotted_core::RetryPolicy::default()
     };
     let (_, done) = within_30s(conn, move |conn| {
-        slotted_core::transaction_with_retry(conn, &policy, |conn| conn.lock_likes(2)).unwrap()
+        slotted_core::transaction_with_retry(conn, &policy, |conn| {
+            if C::NAME == "sqlite" {
+                Post::likes_of(2).increment(conn)?;
+                return Post::likes_of(2).total(conn);
+            }
+            Ok(conn.lock_likes(2)?)
+        })
+        .unwrap()
     });
     release.join().unwrap();
     assert!(done.retries > 0, "the lock made the first attempt fail");
-    assert_eq!(done.value, 8);
+    // 7, the holder's increment, and on SQLite the transaction's own.
+    assert_eq!(done.value, if C::NAME == "sqlite" { 9 } else { 8 });
 }
