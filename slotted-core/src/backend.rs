@@ -60,7 +60,7 @@ pub struct SlotRow {
     label = "this connection's backend",
     note = "enable the slotted-core feature for this backend: `sqlite`, `postgres` or `mysql`"
 )]
-pub trait CounterBackend: Backend + sealed::Sealed + Sized {
+pub trait CounterBackend: Backend + sealed::Sealed + Sized + 'static {
     /// The SQL this backend speaks.
     const DIALECT: Dialect;
 
@@ -340,6 +340,15 @@ impl<T: 'static> CacheBy for ByType<T> {
     const BY_TYPE: bool = true;
 }
 
+/// For a statement whose text varies with the number of keys or rows it carries: prepared for
+/// this call and closed after it, never kept in the connection's statement cache, which would
+/// otherwise keep one prepared statement per batch size seen, forever (on MySQL and MariaDB,
+/// toward the server-wide `max_prepared_stmt_count`). Maintenance statements only, where a
+/// prepare is small beside the batch.
+fn varies_with_batch<DB: Backend>(out: &mut AstPass<'_, '_, DB>) {
+    out.unsafe_to_cache_prepared();
+}
+
 /// `INSERT … ON CONFLICT/ON DUPLICATE KEY … count = count + delta` into one slot.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
@@ -514,8 +523,7 @@ pub enum RowsQuery<'a> {
     /// `SELECT … ORDER BY record_id, bucket, slot FOR UPDATE`: locks in key order
     /// (PostgreSQL, MySQL).
     Lock(Scope<'a>),
-    /// `DELETE … RETURNING …`: exactly the rows deleted, at their latest values
-    /// (PostgreSQL, SQLite).
+    /// `DELETE … RETURNING …`: exactly the rows deleted, at their latest values (SQLite).
     DeleteReturning(Scope<'a>),
 }
 
@@ -525,6 +533,7 @@ pub struct Rows<'a, ST>(pub RowsQuery<'a>, PhantomData<ST>);
 
 impl<DB: CounterBackend, ST> QueryFragment<DB> for Rows<'_, ST> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
         let push_columns = |out: &mut AstPass<'_, 'b, DB>, spec: &CounterSpec| {
             out.push_identifier(RECORD_ID)?;
             out.push_sql(", ");
@@ -567,8 +576,95 @@ impl<ST: 'static> Query for Rows<'_, ST> {
     type SqlType = (ST, BigInt, SmallInt, BigInt);
 }
 
-/// `DELETE FROM t WHERE ([record_type,] record_id, [bucket,] slot) IN ((…), …)`: exactly the
-/// rows a `Lock` read (MySQL, which has no `DELETE … RETURNING`).
+/// `WHERE ([record_type,] record_id, [bucket,] slot) IN ((…), …)` (MySQL): exactly `rows`, each
+/// found by its whole primary key, so that after the locking read a fold touches exactly the rows
+/// it holds. A list of one row is written twice: MariaDB turns `(…) IN ((…))` into a row
+/// equality, which it does not look up by the key, and an `UPDATE` or `DELETE` scanning the table
+/// in REPEATABLE READ locks every row it scans.
+fn push_where_rows<'b, DB: CounterBackend, R>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    rows: &'b [R],
+    row: impl Fn(&'b R) -> (&'b KeyValue<'b>, &'b i64, &'b i16),
+) -> QueryResult<()> {
+    out.push_sql(" WHERE (");
+    push_row_columns(out, spec)?;
+    out.push_sql(") IN (");
+    let push_row = |out: &mut AstPass<'_, 'b, DB>, r: &'b R| {
+        let (key, bucket, slot) = row(r);
+        push_row_values(out, spec, key, bucket, slot, None)
+    };
+    push_list(out, rows, push_row)?;
+    if let [only] = rows {
+        out.push_sql(", ");
+        push_row(out, only)?;
+    }
+    out.push_sql(")");
+    Ok(())
+}
+
+/// `(VALUES (?, [?,] ?[, ?]), …) AS slotted_rows (record_id, [bucket,] slot[, count]) WHERE
+/// [t.record_type = ? AND] t.record_id = slotted_rows.record_id AND …` (PostgreSQL): `rows` as a
+/// table joined to the counter table by its primary key. PostgreSQL does not look a row
+/// constructor `IN` list up by the key: with thousands of rows it scanned the table for each.
+fn push_rows_join<'b, DB: CounterBackend, R>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    rows: &'b [R],
+    row: impl Fn(&'b R) -> (&'b KeyValue<'b>, &'b i64, &'b i16, Option<&'b i64>),
+) -> QueryResult<()> {
+    let with_count = rows.first().is_some_and(|r| row(r).3.is_some());
+    out.push_sql("(VALUES ");
+    push_list(out, rows, |out, r| {
+        let (key, bucket, slot, count) = row(r);
+        out.push_sql("(");
+        DB::push_key(out, key)?;
+        if spec.bucket.is_some() {
+            out.push_sql(", ");
+            DB::push_big_int(out, bucket)?;
+        }
+        out.push_sql(", ");
+        DB::push_small_int(out, slot)?;
+        if let Some(count) = count {
+            out.push_sql(", ");
+            DB::push_big_int(out, count)?;
+        }
+        out.push_sql(")");
+        Ok(())
+    })?;
+    out.push_sql(") AS slotted_rows (");
+    out.push_identifier(RECORD_ID)?;
+    let mut joined = vec![RECORD_ID];
+    if spec.bucket.is_some() {
+        out.push_sql(", ");
+        out.push_identifier(BUCKET)?;
+        joined.push(BUCKET);
+    }
+    out.push_sql(", ");
+    out.push_identifier(SLOT)?;
+    joined.push(SLOT);
+    if with_count {
+        out.push_sql(", ");
+        out.push_identifier(COUNT)?;
+    }
+    out.push_sql(") WHERE 1 = 1");
+    if let Storage::Shared { record_type } = &spec.storage {
+        out.push_sql(" AND ");
+        push_qualified(out, spec.table, RECORD_TYPE)?;
+        out.push_sql(" = ");
+        DB::push_text(out, record_type)?;
+    }
+    for column in joined {
+        out.push_sql(" AND ");
+        push_qualified(out, spec.table, column)?;
+        out.push_sql(" = slotted_rows.");
+        out.push_identifier(column)?;
+    }
+    Ok(())
+}
+
+/// `DELETE FROM t WHERE (<key>) IN ((…), …)`, or on PostgreSQL `DELETE FROM t USING (VALUES …)
+/// AS slotted_rows (…) WHERE <join>`: exactly the rows a `Lock` read (PostgreSQL, MySQL).
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct DeleteRows<'a> {
@@ -578,37 +674,48 @@ pub struct DeleteRows<'a> {
 
 impl<DB: CounterBackend> QueryFragment<DB> for DeleteRows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        let spec = self.spec;
+        varies_with_batch(&mut out);
         out.push_sql("DELETE FROM ");
-        out.push_identifier(spec.table)?;
-        out.push_sql(" WHERE (");
-        push_row_columns(&mut out, spec)?;
-        out.push_sql(") IN (");
-        push_list(&mut out, self.rows, |out, (key, bucket, slot)| {
-            push_row_values(out, spec, key, bucket, slot, None)
-        })?;
-        out.push_sql(")");
-        Ok(())
+        out.push_identifier(self.spec.table)?;
+        if DB::DIALECT == Dialect::Postgres {
+            out.push_sql(" USING ");
+            return push_rows_join(&mut out, self.spec, self.rows, |(k, b, s)| (k, b, s, None));
+        }
+        push_where_rows(&mut out, self.spec, self.rows, |(k, b, s)| (k, b, s))
     }
 }
 
-/// A plain multi-row `INSERT` of `(key, bucket, slot, count)` rows.
+/// What a multi-row `INSERT` does with a row that exists already.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnConflict {
+    /// Fails: the rows are known not to exist.
+    Fail,
+    /// Leaves it, and does not count it (pre-creating slots): `INSERT IGNORE` on MySQL, not
+    /// `ON DUPLICATE KEY UPDATE`, which Diesel's CLIENT_FOUND_ROWS would count as a row
+    /// written. Keys are length-checked before they get here and the other values are integers,
+    /// so IGNORE has no other error to hide.
+    Skip,
+    /// Leaves it, and on MySQL locks it exclusively at once (`ON DUPLICATE KEY UPDATE count =
+    /// count`): `INSERT IGNORE` would take a shared lock that the locking read after it must
+    /// upgrade, and two such upgrades deadlock. PostgreSQL's `DO NOTHING` locks nothing.
+    Lock,
+}
+
+/// A multi-row `INSERT` of `(key, bucket, slot, count)` rows.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct InsertRows<'a> {
     pub spec: &'a CounterSpec,
     pub rows: &'a [(KeyValue<'a>, i64, i16, i64)],
-    /// Skip rows that exist already (pre-creating slots) instead of failing.
-    pub if_absent: bool,
+    pub on_conflict: OnConflict,
 }
 
 impl<DB: CounterBackend> QueryFragment<DB> for InsertRows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        // MySQL: IGNORE, not ON DUPLICATE KEY UPDATE, which Diesel's CLIENT_FOUND_ROWS would
-        // count as a row written. Keys are length-checked before they get here, and the other
-        // values are integers, so IGNORE has no other error to hide.
-        out.push_sql(match (self.if_absent, DB::DIALECT) {
-            (true, Dialect::Mysql) => "INSERT IGNORE INTO ",
+        varies_with_batch(&mut out);
+        out.push_sql(match (self.on_conflict, DB::DIALECT) {
+            (OnConflict::Skip, Dialect::Mysql) => "INSERT IGNORE INTO ",
             _ => "INSERT INTO ",
         });
         out.push_identifier(self.spec.table)?;
@@ -621,10 +728,68 @@ impl<DB: CounterBackend> QueryFragment<DB> for InsertRows<'_> {
         push_list(&mut out, self.rows, |out, (key, bucket, slot, count)| {
             push_row_values(out, spec, key, bucket, slot, Some(count))
         })?;
-        if self.if_absent && DB::DIALECT != Dialect::Mysql {
-            out.push_sql(" ON CONFLICT DO NOTHING");
+        match (self.on_conflict, DB::DIALECT) {
+            (OnConflict::Fail, _) | (OnConflict::Skip, Dialect::Mysql) => {}
+            (OnConflict::Lock, Dialect::Mysql) => {
+                out.push_sql(" ON DUPLICATE KEY UPDATE ");
+                out.push_identifier(COUNT)?;
+                out.push_sql(" = ");
+                out.push_identifier(COUNT)?;
+            }
+            (_, Dialect::Sqlite | Dialect::Postgres) => out.push_sql(" ON CONFLICT DO NOTHING"),
         }
         Ok(())
+    }
+}
+
+/// New counts for rows this transaction holds locked: `UPDATE t SET count = CASE WHEN <row> THEN
+/// ? … ELSE count END WHERE (<key>) IN (…)`, or on PostgreSQL `UPDATE t SET count =
+/// slotted_rows.count FROM (VALUES …) AS slotted_rows (…) WHERE <join>`.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct UpdateRows<'a> {
+    pub spec: &'a CounterSpec,
+    pub rows: &'a [(KeyValue<'a>, i64, i16, i64)],
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        let spec = self.spec;
+        out.push_sql("UPDATE ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" SET ");
+        out.push_identifier(COUNT)?;
+        if DB::DIALECT == Dialect::Postgres {
+            out.push_sql(" = slotted_rows.");
+            out.push_identifier(COUNT)?;
+            out.push_sql(" FROM ");
+            return push_rows_join(&mut out, spec, self.rows, |(k, b, s, c)| (k, b, s, Some(c)));
+        }
+        out.push_sql(" = CASE");
+        // `record_type` is fixed by the WHERE below.
+        for (key, bucket, slot, count) in self.rows {
+            out.push_sql(" WHEN ");
+            out.push_identifier(RECORD_ID)?;
+            out.push_sql(" = ");
+            DB::push_key(&mut out, key)?;
+            if spec.bucket.is_some() {
+                out.push_sql(" AND ");
+                out.push_identifier(BUCKET)?;
+                out.push_sql(" = ");
+                DB::push_big_int(&mut out, bucket)?;
+            }
+            out.push_sql(" AND ");
+            out.push_identifier(SLOT)?;
+            out.push_sql(" = ");
+            DB::push_small_int(&mut out, slot)?;
+            out.push_sql(" THEN ");
+            DB::push_big_int(&mut out, count)?;
+        }
+        out.push_sql(" ELSE ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(" END");
+        push_where_rows(&mut out, spec, self.rows, |(k, b, s, _)| (k, b, s))
     }
 }
 
@@ -725,6 +890,7 @@ pub struct RefreshCache<'a> {
 
 impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
         let CacheSpec {
             table,
             key_column,
@@ -790,6 +956,7 @@ pub struct DeleteScope<'a>(pub Scope<'a>);
 
 impl<DB: CounterBackend> QueryFragment<DB> for DeleteScope<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
         out.push_sql("DELETE FROM ");
         out.push_identifier(self.0.spec.table)?;
         self.0.push_where(&mut out)
@@ -819,7 +986,13 @@ macro_rules! executable {
         impl<Conn> RunQueryDsl<Conn> for $ty<'_> {}
     )*};
 }
-executable!(DeleteRows, InsertRows, RefreshCache, DeleteScope);
+executable!(
+    DeleteRows,
+    InsertRows,
+    UpdateRows,
+    RefreshCache,
+    DeleteScope
+);
 
 /// Statements whose result's first column is the record key, typed by `ST`.
 macro_rules! keyed {

@@ -16,7 +16,7 @@ pub enum KeyKind {
 
 /// A key, borrowed, as it is bound to a statement.
 #[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeyValue<'a> {
     Integer(i32),
     BigInt(i64),

@@ -51,7 +51,7 @@ pub use backend::{CounterBackend, CounterConnection, Dialect};
 pub use counter::{Counter, TOTALS_CHUNK};
 pub use error::{Error, Result};
 pub use key::{CounterKey, KeyKind};
-pub use maintenance::{CompactionReport, CounterMaintenance, MAINTENANCE_BATCH};
+pub use maintenance::{CompactionReport, CounterMaintenance, MAINTENANCE_BATCH, MAX_PAGE};
 pub use migration::{down_sql, migration_version, up_sql, CounterMigrations};
 pub use retry::{transaction_with_retry, Retried, RetryPolicy, Retryable};
 pub use slot::SlotStrategy;

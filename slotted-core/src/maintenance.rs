@@ -4,34 +4,48 @@
 //! Every fold (compaction, set, retention) runs in one transaction per batch and is exact under
 //! concurrent writers: it sums exactly the rows it deletes, at their latest committed values,
 //! and puts the sum back into a slot row it holds locked.
-//! - PostgreSQL: `SELECT … ORDER BY record_id, slot FOR UPDATE` locks the rows in key order
-//!   (two maintenance jobs cannot deadlock), then `DELETE … RETURNING` deletes and returns them,
-//!   including any row a writer inserted in between.
-//! - MySQL/MariaDB: the same locking `SELECT`, then a `DELETE` of exactly those `(key, slot)`
-//!   rows, so a row inserted by a writer meanwhile stays, uncounted and undeleted.
-//! - SQLite: `DELETE … RETURNING`; SQLite lets one writer in at a time.
+//! - PostgreSQL, MySQL/MariaDB: `SELECT … ORDER BY record_id, slot FOR UPDATE` locks the rows in
+//!   key order and reads their latest values. Then, for each record, one of those rows is
+//!   updated to the sum and a `DELETE` removes exactly the others. A row a writer inserts in
+//!   between stays, counted once. Nothing is locked out of key order and nothing is inserted
+//!   once the rows are locked, so two maintenance jobs cannot deadlock each other: a `DELETE …
+//!   RETURNING` of the whole scope locked a writer's new row in scan order (two compactions then
+//!   deadlocked on PostgreSQL), and re-inserting the sum after deleting every row needed an
+//!   insert-intention lock on a gap another compaction's waiting lock covered (deadlocked on
+//!   InnoDB).
+//! - SQLite: `DELETE … RETURNING`, then the sums inserted; SQLite lets one writer in at a time.
 //!
 //! A writer blocked on a locked slot goes on after the commit and adds to the folded row or to
 //! a new one; either way its delta counts once.
 
-use std::collections::BTreeMap;
-use std::time::SystemTime;
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, SystemTime};
 
 use diesel::RunQueryDsl;
 
 use crate::backend::{
-    AddToSlot, Buckets, CounterBackend, CounterConnection, DeleteRows, DeleteScope, Dialect,
-    InsertRows, KeyPage, RefreshCache, RowsQuery, Scope, SlotRow,
+    Buckets, CounterBackend, CounterConnection, DeleteRows, DeleteScope, Dialect, InsertRows,
+    KeyPage, OnConflict, RefreshCache, RowsQuery, Scope, SlotRow, UpdateRows,
 };
 use crate::counter::{check_key, database_error, unexpected_key, Counter};
 use crate::error::{Error, Result};
 use crate::key::{CounterKey, KeyValue, RawKey};
+use crate::retry::{transaction_with_retry, RetryPolicy};
 use crate::table::{
     BucketedCounterTable, CachedCounterTable, CounterSpec, CounterTable, PrefilledCounterTable,
 };
 
 /// Records per transaction when compacting or refreshing many records.
 pub const MAINTENANCE_BATCH: usize = 1000;
+
+/// How maintenance reruns a batch that lost a deadlock, when the batch is its own transaction.
+/// On InnoDB two maintenance jobs over neighbouring records can still deadlock: a range scan
+/// locks the row after the range, even when the range is one row.
+const MAINTENANCE_RETRY: RetryPolicy = RetryPolicy {
+    max_retries: 10,
+    base_delay: Duration::from_millis(2),
+    max_delay: Duration::from_millis(250),
+};
 
 /// Rows per multi-row `INSERT` or `DELETE`: at most 5 binds a row, under every bind limit.
 const ROWS_PER_STATEMENT: usize = 4096;
@@ -47,6 +61,10 @@ pub struct CompactionReport {
     pub rows_after: u64,
     /// Transactions it took.
     pub batches: u64,
+    /// Transactions run again after losing a deadlock (or a lock wait timeout) to a concurrent
+    /// transaction: each was rolled back whole before it ran again, so nothing was counted
+    /// twice. Only a batch that is its own transaction is run again (see [`CounterMaintenance`]).
+    pub retries: u64,
 }
 
 impl std::ops::AddAssign for CompactionReport {
@@ -55,6 +73,7 @@ impl std::ops::AddAssign for CompactionReport {
         self.rows_before += other.rows_before;
         self.rows_after += other.rows_after;
         self.batches += other.batches;
+        self.retries += other.retries;
     }
 }
 
@@ -67,34 +86,75 @@ enum Fold {
     IntoBucket(i64),
 }
 
-/// Deletes every row in `scope` and returns them as they were when deleted, per dialect as the
-/// module documentation says. Must run inside a transaction.
-fn delete_rows<C: CounterConnection>(
+/// Takes every row in `scope` to rewrite it, and returns the rows at their latest values. On
+/// PostgreSQL and MySQL they are locked, in key order, and still there; on SQLite they are
+/// deleted already. Must run inside a transaction; [`put_back`] then leaves what remains.
+fn take_rows<C: CounterConnection>(
     conn: &mut C,
     scope: Scope<'_>,
 ) -> diesel::QueryResult<Vec<SlotRow>> {
-    match C::Backend::DIALECT {
-        Dialect::Postgres => {
-            C::Backend::load_rows(conn, RowsQuery::Lock(scope))?;
-            C::Backend::load_rows(conn, RowsQuery::DeleteReturning(scope))
+    let query = match C::Backend::DIALECT {
+        Dialect::Sqlite => RowsQuery::DeleteReturning(scope),
+        Dialect::Postgres | Dialect::Mysql => RowsQuery::Lock(scope),
+    };
+    C::Backend::load_rows(conn, query)
+}
+
+/// Rows per `UPDATE … CASE`: each row has a `WHEN` that every updated row is tested against.
+const ROWS_PER_UPDATE: usize = 512;
+
+/// After [`take_rows`]: leaves exactly `result`, `(key, bucket, slot, count)` rows, in place of
+/// the `taken` ones. On PostgreSQL and MySQL a result row that was taken (locked) is updated in
+/// place and the other taken rows are deleted, so nothing is inserted over a locked range but
+/// the result rows that did not exist (folding old buckets into one that had no row); on SQLite,
+/// where the taken rows are gone already, the result rows are inserted.
+fn put_back<C: CounterConnection>(
+    conn: &mut C,
+    spec: &CounterSpec,
+    taken: &[SlotRow],
+    result: &[(KeyValue<'_>, i64, i16, i64)],
+) -> Result<()> {
+    let mut inserts: Vec<(KeyValue<'_>, i64, i16, i64)> = Vec::new();
+    if C::Backend::DIALECT == Dialect::Sqlite {
+        inserts.extend_from_slice(result);
+    } else {
+        let taken_ids: HashSet<(KeyValue<'_>, i64, i16)> = taken
+            .iter()
+            .map(|r| (r.key.as_value(), r.bucket, r.slot))
+            .collect();
+        let (updates, new): (Vec<_>, Vec<_>) = result
+            .iter()
+            .copied()
+            .partition(|(key, bucket, slot, _)| taken_ids.contains(&(*key, *bucket, *slot)));
+        let kept: HashSet<(KeyValue<'_>, i64, i16)> =
+            updates.iter().map(|&(k, b, s, _)| (k, b, s)).collect();
+        let deletes: Vec<(KeyValue<'_>, i64, i16)> = taken
+            .iter()
+            .map(|r| (r.key.as_value(), r.bucket, r.slot))
+            .filter(|id| !kept.contains(id))
+            .collect();
+        for chunk in deletes.chunks(ROWS_PER_STATEMENT) {
+            DeleteRows { spec, rows: chunk }
+                .execute(conn)
+                .map_err(|e| database_error(spec, e))?;
         }
-        Dialect::Sqlite => C::Backend::load_rows(conn, RowsQuery::DeleteReturning(scope)),
-        Dialect::Mysql => {
-            let rows = C::Backend::load_rows(conn, RowsQuery::Lock(scope))?;
-            let ids: Vec<(KeyValue<'_>, i64, i16)> = rows
-                .iter()
-                .map(|r| (r.key.as_value(), r.bucket, r.slot))
-                .collect();
-            for chunk in ids.chunks(ROWS_PER_STATEMENT) {
-                DeleteRows {
-                    spec: scope.spec,
-                    rows: chunk,
-                }
-                .execute(conn)?;
-            }
-            Ok(rows)
+        for chunk in updates.chunks(ROWS_PER_UPDATE) {
+            UpdateRows { spec, rows: chunk }
+                .execute(conn)
+                .map_err(|e| database_error(spec, e))?;
         }
+        inserts = new;
     }
+    for chunk in inserts.chunks(ROWS_PER_STATEMENT) {
+        InsertRows {
+            spec,
+            rows: chunk,
+            on_conflict: OnConflict::Fail,
+        }
+        .execute(conn)
+        .map_err(|e| database_error(spec, e))?;
+    }
+    Ok(())
 }
 
 /// Folds the rows of `keys` in one transaction (a savepoint inside the caller's).
@@ -108,91 +168,70 @@ fn fold<C: CounterConnection>(
     if keys.is_empty() {
         return Ok(CompactionReport::default());
     }
-    conn.transaction(|conn| {
-        let rows = delete_rows(
-            conn,
-            Scope {
-                spec,
-                keys,
-                buckets,
-            },
-        )
-        .map_err(|e| database_error(spec, e))?;
-        // Per (record, bucket): the smallest slot deleted (locked by us until commit, so the
-        // plain INSERT below cannot meet a writer's row) and the exact sum.
-        let mut groups: BTreeMap<(&RawKey, i64), (i16, i128)> = BTreeMap::new();
+    let done = transaction_with_retry(conn, &MAINTENANCE_RETRY, |conn| {
+        let scope = Scope {
+            spec,
+            keys,
+            buckets,
+        };
+        let rows = take_rows(conn, scope).map_err(|e| database_error(spec, e))?;
+        // Per (record, target bucket): the exact sum, and the slot it goes into: the smallest
+        // of the rows taken in the target bucket (one we hold), else the smallest taken.
+        let mut groups: BTreeMap<(&RawKey, i64), Group> = BTreeMap::new();
         for row in &rows {
-            let bucket = match how {
+            let target = match how {
                 Fold::Compact => row.bucket,
                 Fold::IntoBucket(bucket) => bucket,
             };
-            let group = groups.entry((&row.key, bucket)).or_insert((row.slot, 0));
-            group.0 = group.0.min(row.slot);
-            group.1 += i128::from(row.count);
+            let group = groups.entry((&row.key, target)).or_insert(Group {
+                in_target: None,
+                any: row.slot,
+                sum: 0,
+            });
+            if row.bucket == target {
+                group.in_target = Some(group.in_target.map_or(row.slot, |s| s.min(row.slot)));
+            }
+            group.any = group.any.min(row.slot);
+            group.sum += i128::from(row.count);
         }
         let mut folded = Vec::with_capacity(groups.len());
-        for ((key, bucket), (slot, sum)) in groups {
-            let sum = i64::try_from(sum).map_err(|_| Error::TotalOutOfRange {
+        for ((key, bucket), group) in groups {
+            let sum = i64::try_from(group.sum).map_err(|_| Error::TotalOutOfRange {
                 counter: spec.qualified_name(),
                 table: spec.table,
                 key: format!("{key:?}"),
-                total: format!("{sum} (its slots cannot be folded into one; nothing was changed)"),
+                total: format!(
+                    "{} (its slots cannot be folded into one; nothing was changed)",
+                    group.sum
+                ),
             })?;
             if sum != 0 {
+                let slot = group.in_target.unwrap_or(group.any);
                 folded.push((key.as_value(), bucket, slot, sum));
             }
         }
-        match how {
-            Fold::Compact => {
-                for chunk in folded.chunks(ROWS_PER_STATEMENT) {
-                    InsertRows {
-                        spec,
-                        rows: chunk,
-                        if_absent: false,
-                    }
-                    .execute(conn)
-                    .map_err(|e| database_error(spec, e))?;
-                }
-            }
-            // The target bucket's row may not be one we locked: add to it instead.
-            Fold::IntoBucket(_) => {
-                for &(key, bucket, slot, delta) in &folded {
-                    add_exactly(
-                        conn,
-                        AddToSlot {
-                            spec,
-                            key,
-                            bucket,
-                            slot,
-                            delta,
-                            cache: std::marker::PhantomData,
-                        },
-                    )?;
-                }
-            }
-        }
-        Ok(CompactionReport {
+        put_back(conn, spec, &rows, &folded)?;
+        Ok::<_, Error>(CompactionReport {
             records: keys.len() as u64,
             rows_before: rows.len() as u64,
             rows_after: folded.len() as u64,
             batches: 1,
+            retries: 0,
         })
+    })?;
+    Ok(CompactionReport {
+        retries: u64::from(done.retries),
+        ..done.value
     })
 }
 
-/// Runs an upsert whose overflow must be an error (maintenance re-adding a sum).
-fn add_exactly<C: CounterConnection>(conn: &mut C, statement: AddToSlot<'_>) -> Result<()> {
-    let spec = statement.spec;
-    match statement.execute(conn) {
-        Ok(0) => Err(Error::Overflow {
-            counter: spec.qualified_name(),
-            table: spec.table,
-            key: format!("{:?}", statement.key),
-            delta: statement.delta,
-        }),
-        Ok(_) => Ok(()),
-        Err(e) => Err(database_error(spec, e)),
-    }
+/// One record's rows on their way into one row.
+struct Group {
+    /// The smallest slot taken in the target bucket.
+    in_target: Option<i16>,
+    /// The smallest slot taken.
+    any: i16,
+    sum: i128,
 }
 
 /// The keys, checked, deduplicated and sorted: maintenance locks rows in key order.
@@ -221,8 +260,9 @@ impl<T: CounterTable> Counter<'_, T> {
     /// deltas committed after it. One transaction (a savepoint inside yours): it first creates
     /// whichever of the record's slot rows (of the current bucket) do not exist, so that every
     /// row a writer could touch exists and is locked by the next step (on PostgreSQL a writer
-    /// could otherwise insert a new slot unseen); then it deletes the record's rows and puts
-    /// `value` into one slot it holds.
+    /// could otherwise insert a new slot unseen); then it locks the record's rows, puts `value`
+    /// into slot 0 of the current bucket and deletes the others. Outside a transaction of yours,
+    /// a set that loses a deadlock is rolled back and run again, up to 10 times.
     pub fn set<C: CounterConnection>(&self, value: i64, conn: &mut C) -> Result<()> {
         let spec = &T::SPEC;
         let key = self.checked_key::<C::Backend>()?;
@@ -230,29 +270,27 @@ impl<T: CounterTable> Counter<'_, T> {
         let all_slots: Vec<(KeyValue<'_>, i64, i16, i64)> = (0..spec.slots as i16)
             .map(|slot| (key, bucket, slot, 0))
             .collect();
-        conn.transaction(|conn| {
+        transaction_with_retry(conn, &MAINTENANCE_RETRY, |conn| {
             for chunk in all_slots.chunks(ROWS_PER_STATEMENT) {
                 InsertRows {
                     spec,
                     rows: chunk,
-                    if_absent: true,
+                    on_conflict: OnConflict::Lock,
                 }
                 .execute(conn)
                 .map_err(|e| database_error(spec, e))?;
             }
-            delete_rows(conn, Scope::new(spec, &[key])).map_err(|e| database_error(spec, e))?;
-            if value != 0 {
-                let row = [(key, bucket, 0, value)];
-                InsertRows {
-                    spec,
-                    rows: &row,
-                    if_absent: false,
-                }
-                .execute(conn)
-                .map_err(|e| database_error(spec, e))?;
-            }
-            Ok(())
+            let taken =
+                take_rows(conn, Scope::new(spec, &[key])).map_err(|e| database_error(spec, e))?;
+            let value_row = [(key, bucket, 0, value)];
+            put_back(
+                conn,
+                spec,
+                &taken,
+                if value == 0 { &[] } else { &value_row },
+            )
         })
+        .map(|_| ())
     }
 
     /// Sets the count to 0: [`Counter::set`]`(0, conn)`, which leaves the record no rows.
@@ -297,7 +335,7 @@ pub trait CounterMaintenance: CounterTable {
     }
 
     /// Compacts every record that has more than one row (in some bucket) or a zero count:
-    /// pages of `batch` records in key order, one transaction each.
+    /// pages of `batch` records (at most [`MAX_PAGE`]) in key order, one transaction each.
     fn compact_all<C: CounterConnection>(
         self,
         batch: usize,
@@ -372,11 +410,14 @@ pub trait CounterMaintenance: CounterTable {
         }
     }
 
-    /// Retention: deletes every bucket that began before `cutoff`'s bucket. Returns the rows
-    /// deleted. The deleted counts are gone from every total.
+    /// Retention: deletes every bucket that began before `cutoff`'s bucket, in pages of `batch`
+    /// records (at most [`MAX_PAGE`]) in key order, one `DELETE` each: the rows of the other
+    /// records and of newer buckets stay unlocked while it runs. Returns the rows deleted. The
+    /// deleted counts are gone from every total.
     fn delete_buckets_before<C: CounterConnection>(
         self,
         cutoff: SystemTime,
+        batch: usize,
         conn: &mut C,
     ) -> Result<u64>
     where
@@ -384,20 +425,26 @@ pub trait CounterMaintenance: CounterTable {
     {
         let spec = &Self::SPEC;
         let before = spec.bucket.map_or(i64::MIN, |width| width.start_of(cutoff));
-        let scope = Scope {
-            spec,
-            keys: &[],
-            buckets: Buckets::Before(before),
-        };
-        Ok(DeleteScope(scope)
-            .execute(conn)
-            .map_err(|e| database_error(spec, e))? as u64)
+        let old = Buckets::Before(before);
+        for_each_page(conn, spec, batch, old, |conn, keys| {
+            let scope = Scope {
+                spec,
+                keys,
+                buckets: old,
+            };
+            let deleted = transaction_with_retry(conn, &MAINTENANCE_RETRY, |conn| {
+                DeleteScope(scope)
+                    .execute(conn)
+                    .map_err(|e| database_error(spec, e))
+            })?;
+            Ok(deleted.value as u64)
+        })
     }
 
     /// Retention that keeps all-time totals exact: folds every bucket that began before
     /// `cutoff`'s bucket into the bucket at Unix time 0 (1970-01-01), one row per record, in
-    /// pages of `batch` records. Per-bucket detail before the cutoff is gone; `total` is
-    /// unchanged.
+    /// pages of `batch` records (at most [`MAX_PAGE`]), one transaction each. Per-bucket detail
+    /// before the cutoff is gone; `total` is unchanged.
     fn fold_buckets_before<C: CounterConnection>(
         self,
         cutoff: SystemTime,
@@ -438,7 +485,7 @@ pub trait CounterMaintenance: CounterTable {
             let inserted = InsertRows {
                 spec,
                 rows: chunk,
-                if_absent: true,
+                on_conflict: OnConflict::Skip,
             }
             .execute(conn)
             .map_err(|e| database_error(spec, e))?;
@@ -450,18 +497,23 @@ pub trait CounterMaintenance: CounterTable {
 
 impl<T: CounterTable> CounterMaintenance for T {}
 
-/// Calls `fold_page` on pages of `batch` record keys that have rows in `buckets` needing a
-/// fold, in key order, until none is left.
-fn for_each_page<C: CounterConnection>(
+/// The most records one page of `compact_all`, `fold_buckets_before` or
+/// `delete_buckets_before` takes: its keys are bound in one statement, and this stays under every
+/// backend's bind limit (SQLite's 32,766 is the lowest).
+pub const MAX_PAGE: usize = crate::counter::TOTALS_CHUNK;
+
+/// Calls `on_page` on pages of `batch` (at most [`MAX_PAGE`]) record keys that have rows in
+/// `buckets` needing a fold, in key order, until none is left, and adds up what it returns.
+fn for_each_page<C: CounterConnection, R: Default + std::ops::AddAssign>(
     conn: &mut C,
     spec: &CounterSpec,
     batch: usize,
     buckets: Buckets,
-    mut fold_page: impl FnMut(&mut C, &[KeyValue<'_>]) -> Result<CompactionReport>,
-) -> Result<CompactionReport> {
-    let limit = i64::try_from(batch.max(1)).unwrap_or(i64::MAX);
+    mut on_page: impl FnMut(&mut C, &[KeyValue<'_>]) -> Result<R>,
+) -> Result<R> {
+    let limit = i64::try_from(batch.clamp(1, MAX_PAGE)).unwrap_or(1);
     let mut after: Option<RawKey> = None;
-    let mut report = CompactionReport::default();
+    let mut total = R::default();
     loop {
         let scope = Scope {
             spec,
@@ -477,10 +529,10 @@ fn for_each_page<C: CounterConnection>(
         let mut keys = C::Backend::load_keys(conn, page).map_err(|e| database_error(spec, e))?;
         keys.dedup();
         let Some(last) = keys.last().cloned() else {
-            return Ok(report);
+            return Ok(total);
         };
         let values: Vec<KeyValue<'_>> = keys.iter().map(RawKey::as_value).collect();
-        report += fold_page(conn, &values)?;
+        total += on_page(conn, &values)?;
         after = Some(last);
     }
 }

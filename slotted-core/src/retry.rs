@@ -114,10 +114,10 @@ pub struct Retried<T> {
 /// `f` runs once, as a savepoint, and any error comes back unretried. Retry the outermost
 /// transaction.
 ///
-/// On MySQL and MariaDB, before each retry the connection's cached prepared statements are
-/// dropped (Diesel's statement cache is reset to its default, `Unbounded`): a read that failed
-/// after its result set began, as a deadlocked locking read does, leaves libmariadb's statement
-/// unusable, and running it again in the retry would wait forever.
+/// On MySQL and MariaDB, after a retryable error (before the retry, or before returning it) the
+/// connection's cached prepared statements are dropped (Diesel's statement cache is reset to its
+/// default, `Unbounded`): a read that failed after its result set began, as a deadlocked locking
+/// read does, leaves libmariadb's statement unusable, and running it again would wait forever.
 ///
 /// ```
 /// # use diesel::prelude::*;
@@ -156,14 +156,17 @@ where
     loop {
         match conn.transaction(&mut f) {
             Ok(value) => return Ok(Retried { value, retries }),
-            Err(e) if !nested && retries < policy.max_retries && e.is_retryable() => {
-                if is_mysql::<C::Backend>() {
+            Err(e) => {
+                if e.is_retryable() && is_mysql::<C::Backend>() {
+                    // Whether it runs again or not: the connection goes on being used.
                     crate::backend::forget_statements_on_mysql(conn);
+                }
+                if nested || retries >= policy.max_retries || !e.is_retryable() {
+                    return Err(e);
                 }
                 std::thread::sleep(policy.backoff(retries));
                 retries += 1;
             }
-            Err(e) => return Err(e),
         }
     }
 }

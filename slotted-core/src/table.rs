@@ -89,7 +89,9 @@ impl BucketWidth {
             Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
             Err(e) => -i64::try_from(e.duration().as_secs_f64().ceil() as u64).unwrap_or(i64::MAX),
         };
-        secs.div_euclid(self.seconds()) * self.seconds()
+        // Saturating: a time within one bucket of i64::MIN seconds has no bucket start in i64.
+        secs.div_euclid(self.seconds())
+            .saturating_mul(self.seconds())
     }
 }
 
@@ -143,4 +145,31 @@ pub trait PrefilledCounterTable: CounterTable {}
 pub trait SlottedModel {
     /// One entry per `#[slotted(counter = …)]` attribute, in declaration order.
     const COUNTERS: &'static [CounterSpec];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn buckets_start_on_their_boundary_before_and_after_1970() {
+        let at = |secs: i64| match u64::try_from(secs) {
+            Ok(s) => UNIX_EPOCH + Duration::from_secs(s),
+            Err(_) => UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs()),
+        };
+        assert_eq!(BucketWidth::Day.start_of(at(86_400 * 3 + 5)), 86_400 * 3);
+        assert_eq!(BucketWidth::Hour.start_of(at(3_599)), 0);
+        assert_eq!(BucketWidth::Day.start_of(at(-1)), -86_400);
+        assert_eq!(BucketWidth::Hour.start_of(at(-3_600)), -3_600);
+    }
+
+    #[test]
+    fn a_time_beyond_i64_seconds_saturates_instead_of_overflowing() {
+        let earliest = UNIX_EPOCH - Duration::from_secs(i64::MAX as u64);
+        assert_eq!(BucketWidth::Day.start_of(earliest), i64::MIN);
+        let latest = UNIX_EPOCH + Duration::from_secs(u64::MAX / 2);
+        let start = BucketWidth::Hour.start_of(latest);
+        assert!(start > 0 && start % 3_600 == 0, "{start}");
+    }
 }

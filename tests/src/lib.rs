@@ -468,7 +468,7 @@ pub fn all_migrations() -> slotted_core::CounterMigrations {
 /// Tests that mean something on some backends only are listed per backend instead, so that none
 /// passes without testing anything:
 ///
-/// ```ignore
+/// ```text
 /// backend_tests! {
 ///     sqlite: [busy_timeout_test, shared_test],
 ///     postgres: [killed_session_test, shared_test],

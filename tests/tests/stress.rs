@@ -78,6 +78,7 @@ struct Figures {
     unknown: AtomicU64,
     failed: AtomicU64,
     compactions: AtomicU64,
+    compaction_reruns: AtomicU64,
     rollups: AtomicU64,
     maintenance_errors: AtomicU64,
 }
@@ -168,6 +169,10 @@ fn jepsen_style_counter_workload<C: TestConnection + R2D2Connection>(test: &str)
                 // A compaction that lost a deadlock rolled back whole: nothing to account for.
                 let ok = passes.iter().filter(|p| p.is_ok()).count();
                 figures.compactions.fetch_add(ok as u64, Ordering::Relaxed);
+                let reruns: u64 = passes.iter().flatten().map(|p| p.retries).sum();
+                figures
+                    .compaction_reruns
+                    .fetch_add(reruns, Ordering::Relaxed);
                 let rollup = articles_likes_slots::table.refresh_cache_all(2, &mut *conn);
                 figures
                     .rollups
@@ -260,7 +265,7 @@ fn jepsen_style_counter_workload<C: TestConnection + R2D2Connection>(test: &str)
     let ledger = ledger.into_inner().unwrap();
     let load = |f: &AtomicU64| f.load(Ordering::Relaxed);
     println!(
-        "{}: {} transactions, {} deltas, {} retries, {} rollbacks on purpose, {} unknown outcomes, {} failed, {} compaction passes, {} roll-ups, {} maintenance passes lost to deadlocks",
+        "{}: {} transactions, {} deltas, {} retries, {} rollbacks on purpose, {} unknown outcomes, {} failed, {} compaction passes ({} batches rerun after a deadlock), {} roll-ups, {} maintenance passes failed",
         C::NAME,
         load(&figures.transactions),
         load(&figures.deltas),
@@ -269,6 +274,7 @@ fn jepsen_style_counter_workload<C: TestConnection + R2D2Connection>(test: &str)
         load(&figures.unknown),
         load(&figures.failed),
         load(&figures.compactions),
+        load(&figures.compaction_reruns),
         load(&figures.rollups),
         load(&figures.maintenance_errors),
     );
