@@ -30,7 +30,7 @@ use crate::backend::{
 use crate::counter::{check_key, database_error, unexpected_key, Counter};
 use crate::error::{Error, Result};
 use crate::key::{CounterKey, KeyValue, RawKey};
-use crate::retry::{transaction_with_retry, RetryPolicy};
+use crate::retry::{lost_a_deadlock, retry_transaction, RetryPolicy};
 use crate::table::{
     BucketedCounterTable, CachedCounterTable, CounterSpec, CounterTable, PrefilledCounterTable,
 };
@@ -61,9 +61,10 @@ pub struct CompactionReport {
     pub rows_after: u64,
     /// Transactions it took.
     pub batches: u64,
-    /// Transactions run again after losing a deadlock (or a lock wait timeout) to a concurrent
-    /// transaction: each was rolled back whole before it ran again, so nothing was counted
-    /// twice. Only a batch that is its own transaction is run again (see [`CounterMaintenance`]).
+    /// Transactions run again after losing a deadlock to a concurrent transaction: each was
+    /// rolled back whole before it ran again, so nothing was counted twice. Only a batch that is
+    /// its own transaction is run again; a lock wait timeout is not (a rerun would wait as long
+    /// again), it comes back as an error.
     pub retries: u64,
 }
 
@@ -168,7 +169,7 @@ fn fold<C: CounterConnection>(
     if keys.is_empty() {
         return Ok(CompactionReport::default());
     }
-    let done = transaction_with_retry(conn, &MAINTENANCE_RETRY, |conn| {
+    let done = retry_transaction(conn, &MAINTENANCE_RETRY, lost_a_deadlock, |conn| {
         let scope = Scope {
             spec,
             keys,
@@ -270,7 +271,7 @@ impl<T: CounterTable> Counter<'_, T> {
         let all_slots: Vec<(KeyValue<'_>, i64, i16, i64)> = (0..spec.slots as i16)
             .map(|slot| (key, bucket, slot, 0))
             .collect();
-        transaction_with_retry(conn, &MAINTENANCE_RETRY, |conn| {
+        retry_transaction(conn, &MAINTENANCE_RETRY, lost_a_deadlock, |conn| {
             for chunk in all_slots.chunks(ROWS_PER_STATEMENT) {
                 InsertRows {
                     spec,
@@ -432,7 +433,7 @@ pub trait CounterMaintenance: CounterTable {
                 keys,
                 buckets: old,
             };
-            let deleted = transaction_with_retry(conn, &MAINTENANCE_RETRY, |conn| {
+            let deleted = retry_transaction(conn, &MAINTENANCE_RETRY, lost_a_deadlock, |conn| {
                 DeleteScope(scope)
                     .execute(conn)
                     .map_err(|e| database_error(spec, e))

@@ -141,6 +141,21 @@ pub struct Retried<T> {
 pub fn transaction_with_retry<C, T, E, F>(
     conn: &mut C,
     policy: &RetryPolicy,
+    f: F,
+) -> Result<Retried<T>, E>
+where
+    C: Connection<Backend: 'static>,
+    E: From<DieselError> + Retryable,
+    F: FnMut(&mut C) -> Result<T, E>,
+{
+    retry_transaction(conn, policy, E::is_retryable, f)
+}
+
+/// [`transaction_with_retry`], rerunning only when `retry_on` says so.
+pub(crate) fn retry_transaction<C, T, E, F>(
+    conn: &mut C,
+    policy: &RetryPolicy,
+    retry_on: impl Fn(&E) -> bool,
     mut f: F,
 ) -> Result<Retried<T>, E>
 where
@@ -161,13 +176,30 @@ where
                     // Whether it runs again or not: the connection goes on being used.
                     crate::backend::forget_statements_on_mysql(conn);
                 }
-                if nested || retries >= policy.max_retries || !e.is_retryable() {
+                if nested || retries >= policy.max_retries || !retry_on(&e) {
                     return Err(e);
                 }
                 std::thread::sleep(policy.backoff(retries));
                 retries += 1;
             }
         }
+    }
+}
+
+/// Whether the database rolled the transaction back to break a deadlock or a serialization
+/// conflict: PostgreSQL `40P01`/`40001`, MySQL `1213`. Not a lock wait timeout, which means a
+/// lock is held for long and a rerun would wait as long again.
+pub(crate) fn lost_a_deadlock(e: &Error) -> bool {
+    match e {
+        Error::Database { source, .. } | Error::Diesel(source) => match source {
+            DieselError::DatabaseError(DatabaseErrorKind::SerializationFailure, _) => true,
+            DieselError::DatabaseError(_, info) => {
+                let message = info.message();
+                message.contains("deadlock detected") || message.contains("Deadlock found")
+            }
+            _ => false,
+        },
+        _ => false,
     }
 }
 
@@ -199,6 +231,46 @@ mod tests {
                 pause >= Duration::from_millis(full) / 2 && pause <= Duration::from_millis(full),
                 "{n}: {pause:?}"
             );
+        }
+    }
+
+    #[test]
+    fn maintenance_reruns_deadlock_victims_only() {
+        let error = |kind, message: &str| {
+            Error::Diesel(DieselError::DatabaseError(
+                kind,
+                Box::new(message.to_owned()),
+            ))
+        };
+        let unknown = DatabaseErrorKind::Unknown;
+        for (e, deadlock) in [
+            (error(unknown, "deadlock detected"), true),
+            (
+                error(unknown, "Deadlock found when trying to get lock"),
+                true,
+            ),
+            (
+                error(
+                    DatabaseErrorKind::SerializationFailure,
+                    "could not serialize",
+                ),
+                true,
+            ),
+            (
+                error(
+                    unknown,
+                    "Lock wait timeout exceeded; try restarting transaction",
+                ),
+                false,
+            ),
+            (
+                error(unknown, "canceling statement due to lock timeout"),
+                false,
+            ),
+            (error(unknown, "database is locked"), false),
+        ] {
+            assert!(e.is_retryable(), "the retry helper reruns {e}");
+            assert_eq!(lost_a_deadlock(&e), deadlock, "{e}");
         }
     }
 
