@@ -244,8 +244,22 @@ fn push_row_values<'b, DB: CounterBackend>(
     slot: &'b i16,
     count: Option<&'b i64>,
 ) -> QueryResult<()> {
+    push_tuple(out, spec, true, key, bucket, slot, count)
+}
+
+/// `([record_type, ]key, [bucket, ]slot[, count])`, `record_type` only for shared storage and
+/// when `with_record_type`.
+fn push_tuple<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    with_record_type: bool,
+    key: &'b KeyValue<'_>,
+    bucket: &'b i64,
+    slot: &'b i16,
+    count: Option<&'b i64>,
+) -> QueryResult<()> {
     out.push_sql("(");
-    if let Storage::Shared { record_type } = &spec.storage {
+    if let (true, Storage::Shared { record_type }) = (with_record_type, &spec.storage) {
         DB::push_text(out, record_type)?;
         out.push_sql(", ");
     }
@@ -262,6 +276,29 @@ fn push_row_values<'b, DB: CounterBackend>(
     }
     out.push_sql(")");
     Ok(())
+}
+
+/// `record_id = ? [AND bucket = ?] AND slot = ?`: one slot row of the counter.
+fn push_row_match<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &CounterSpec,
+    key: &'b KeyValue<'_>,
+    bucket: &'b i64,
+    slot: &'b i16,
+) -> QueryResult<()> {
+    out.push_identifier(RECORD_ID)?;
+    out.push_sql(" = ");
+    DB::push_key(out, key)?;
+    if spec.bucket.is_some() {
+        out.push_sql(" AND ");
+        out.push_identifier(BUCKET)?;
+        out.push_sql(" = ");
+        DB::push_big_int(out, bucket)?;
+    }
+    out.push_sql(" AND ");
+    out.push_identifier(SLOT)?;
+    out.push_sql(" = ");
+    DB::push_small_int(out, slot)
 }
 
 /// `bucket`, or a BIGINT 0 for counters without buckets.
@@ -438,19 +475,7 @@ impl<DB: CounterBackend, K> QueryFragment<DB> for UpdateSlot<'_, K> {
         out.push_sql(" WHERE 1 = 1");
         push_record_type(&mut out, spec)?;
         out.push_sql(" AND ");
-        out.push_identifier(RECORD_ID)?;
-        out.push_sql(" = ");
-        DB::push_key(&mut out, key)?;
-        if spec.bucket.is_some() {
-            out.push_sql(" AND ");
-            out.push_identifier(BUCKET)?;
-            out.push_sql(" = ");
-            DB::push_big_int(&mut out, bucket)?;
-        }
-        out.push_sql(" AND ");
-        out.push_identifier(SLOT)?;
-        out.push_sql(" = ");
-        DB::push_small_int(&mut out, slot)?;
+        push_row_match(&mut out, spec, key, bucket, slot)?;
         if DB::DIALECT != Dialect::Mysql {
             push_overflow_guard(
                 &mut out,
@@ -615,22 +640,10 @@ fn push_rows_join<'b, DB: CounterBackend, R>(
 ) -> QueryResult<()> {
     let with_count = rows.first().is_some_and(|r| row(r).3.is_some());
     out.push_sql("(VALUES ");
+    // `record_type` is one value for the whole statement: joined on below, not in each row.
     push_list(out, rows, |out, r| {
         let (key, bucket, slot, count) = row(r);
-        out.push_sql("(");
-        DB::push_key(out, key)?;
-        if spec.bucket.is_some() {
-            out.push_sql(", ");
-            DB::push_big_int(out, bucket)?;
-        }
-        out.push_sql(", ");
-        DB::push_small_int(out, slot)?;
-        if let Some(count) = count {
-            out.push_sql(", ");
-            DB::push_big_int(out, count)?;
-        }
-        out.push_sql(")");
-        Ok(())
+        push_tuple(out, spec, false, key, bucket, slot, count)
     })?;
     out.push_sql(") AS slotted_rows (");
     out.push_identifier(RECORD_ID)?;
@@ -770,19 +783,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
         // `record_type` is fixed by the WHERE below.
         for (key, bucket, slot, count) in self.rows {
             out.push_sql(" WHEN ");
-            out.push_identifier(RECORD_ID)?;
-            out.push_sql(" = ");
-            DB::push_key(&mut out, key)?;
-            if spec.bucket.is_some() {
-                out.push_sql(" AND ");
-                out.push_identifier(BUCKET)?;
-                out.push_sql(" = ");
-                DB::push_big_int(&mut out, bucket)?;
-            }
-            out.push_sql(" AND ");
-            out.push_identifier(SLOT)?;
-            out.push_sql(" = ");
-            DB::push_small_int(&mut out, slot)?;
+            push_row_match(&mut out, spec, key, bucket, slot)?;
             out.push_sql(" THEN ");
             DB::push_big_int(&mut out, count)?;
         }

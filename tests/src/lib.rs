@@ -465,41 +465,43 @@ pub fn all_migrations() -> slotted_core::CounterMigrations {
 /// Runs each named generic test `fn name<C: TestConnection>(test: &str)` once per enabled
 /// backend, as `sqlite::name`, `postgres::name` and `mysql::name`.
 ///
-/// Tests that mean something on some backends only are listed per backend instead, so that none
-/// passes without testing anything:
+/// Tests that mean something on some backends only go into groups instead, so that none passes
+/// without testing anything: `all`, `servers` (PostgreSQL and MySQL), `sqlite`, `postgres`,
+/// `mysql`, each optional, in this order, each followed by a comma:
 ///
 /// ```text
 /// backend_tests! {
-///     sqlite: [busy_timeout_test, shared_test],
-///     postgres: [killed_session_test, shared_test],
-///     mysql: [killed_session_test, shared_test],
+///     all: [shared_test],
+///     servers: [killed_session_test],
+///     sqlite: [busy_timeout_test],
 /// }
 /// ```
 #[macro_export]
 macro_rules! backend_tests {
     (
-        sqlite: [$($s:ident),* $(,)?],
-        postgres: [$($p:ident),* $(,)?],
-        mysql: [$($m:ident),* $(,)?] $(,)?
+        $(all: [$($a:ident),* $(,)?],)?
+        $(servers: [$($sv:ident),* $(,)?],)?
+        $(sqlite: [$($s:ident),* $(,)?],)?
+        $(postgres: [$($p:ident),* $(,)?],)?
+        $(mysql: [$($m:ident),* $(,)?],)?
     ) => {
         #[cfg(feature = "sqlite")]
         mod sqlite {
-            $(#[test] fn $s() { super::$s::<::diesel::SqliteConnection>(stringify!($s)) })*
+            $crate::backend_tests!(@on ::diesel::SqliteConnection; $($($a)*)? $($($s)*)?);
         }
         #[cfg(feature = "postgres")]
         mod postgres {
-            $(#[test] fn $p() { super::$p::<::diesel::PgConnection>(stringify!($p)) })*
+            $crate::backend_tests!(@on ::diesel::PgConnection; $($($a)*)? $($($sv)*)? $($($p)*)?);
         }
         #[cfg(feature = "mysql")]
         mod mysql {
-            $(#[test] fn $m() { super::$m::<::diesel::MysqlConnection>(stringify!($m)) })*
+            $crate::backend_tests!(@on ::diesel::MysqlConnection; $($($a)*)? $($($sv)*)? $($($m)*)?);
         }
     };
+    (@on $conn:ty; $($name:ident)*) => {
+        $(#[test] fn $name() { super::$name::<$conn>(stringify!($name)) })*
+    };
     ($($name:ident),* $(,)?) => {
-        $crate::backend_tests! {
-            sqlite: [$($name),*],
-            postgres: [$($name),*],
-            mysql: [$($name),*],
-        }
+        $crate::backend_tests! { all: [$($name),*], }
     };
 }

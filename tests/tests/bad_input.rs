@@ -40,7 +40,7 @@ pub struct r#Match {
 
 // A lost connection only on the servers: an embedded database has none to lose.
 backend_tests! {
-    sqlite: [
+    all: [
         raw_identifiers_name_tables_without_r_hash,
         overflowing_add_writes_nothing_and_keeps_the_transaction,
         overflow_is_refused_on_every_write_path,
@@ -50,28 +50,7 @@ backend_tests! {
         migration_folders_refuse_bad_directories,
         missing_tables_are_named_by_every_call,
     ],
-    postgres: [
-        raw_identifiers_name_tables_without_r_hash,
-        overflowing_add_writes_nothing_and_keeps_the_transaction,
-        overflow_is_refused_on_every_write_path,
-        totals_beyond_i64_are_an_error,
-        totals_of_100_000_keys,
-        string_keys_round_trip_or_are_refused,
-        migration_folders_refuse_bad_directories,
-        lost_connection_names_the_counter,
-        missing_tables_are_named_by_every_call,
-    ],
-    mysql: [
-        raw_identifiers_name_tables_without_r_hash,
-        overflowing_add_writes_nothing_and_keeps_the_transaction,
-        overflow_is_refused_on_every_write_path,
-        totals_beyond_i64_are_an_error,
-        totals_of_100_000_keys,
-        string_keys_round_trip_or_are_refused,
-        migration_folders_refuse_bad_directories,
-        lost_connection_names_the_counter,
-        missing_tables_are_named_by_every_call,
-    ],
+    servers: [lost_connection_names_the_counter],
 }
 
 fn raw_identifiers_name_tables_without_r_hash<C: TestConnection>(test: &str) {

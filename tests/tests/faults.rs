@@ -12,24 +12,16 @@ use slotted_tests::{backend_tests, TestConnection, TestDb};
 // Each test where it means something: SQLite has no session to kill and no server to crash,
 // and only MySQL's reads wait for row locks; the busy timeout is SQLite's.
 backend_tests! {
-    sqlite: [
-        many_writer_threads_wait_and_count_exactly,
+    all: [
         a_lock_timeout_leaves_the_connection_usable,
         a_retried_transaction_runs_its_own_locking_read_again,
     ],
-    postgres: [
+    servers: [
         killed_session_loses_its_whole_transaction_and_the_pool_goes_on,
         crash_restart_loses_no_acknowledged_increment,
-        a_lock_timeout_leaves_the_connection_usable,
-        a_retried_transaction_runs_its_own_locking_read_again,
     ],
-    mysql: [
-        killed_session_loses_its_whole_transaction_and_the_pool_goes_on,
-        crash_restart_loses_no_acknowledged_increment,
-        a_lock_timeout_leaves_the_connection_usable,
-        a_lock_timeout_in_a_serializable_read_leaves_the_connection_usable,
-        a_retried_transaction_runs_its_own_locking_read_again,
-    ],
+    sqlite: [many_writer_threads_wait_and_count_exactly],
+    mysql: [a_lock_timeout_in_a_serializable_read_leaves_the_connection_usable],
 }
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -444,13 +436,29 @@ fn within_30s<C: TestConnection, T: Send + 'static>(
     }
 }
 
-/// The statement each backend starts a transaction with that takes its write lock at once.
-fn begin_writing<C: TestConnection>() -> &'static str {
-    if C::NAME == "sqlite" {
-        "BEGIN IMMEDIATE"
-    } else {
-        "BEGIN"
-    }
+/// A session that holds record 2's `likes` row in an open transaction (on SQLite, the database's
+/// write lock) until it commits.
+fn hold_record_2<C: TestConnection>(url: &str) -> C {
+    let mut holder = C::open(url);
+    holder
+        .batch_execute(if C::NAME == "sqlite" {
+            "BEGIN IMMEDIATE"
+        } else {
+            "BEGIN"
+        })
+        .unwrap();
+    Post::likes_of(2).increment(&mut holder).unwrap();
+    holder
+}
+
+/// Makes `conn` give up waiting for a lock after a second or less.
+fn give_up_waiting_soon<C: TestConnection>(conn: &mut C) {
+    conn.batch_execute(match C::NAME {
+        "postgres" => "SET lock_timeout = '300ms'",
+        "mysql" => "SET SESSION innodb_lock_wait_timeout = 1",
+        _ => "PRAGMA busy_timeout = 300",
+    })
+    .unwrap();
 }
 
 /// A compaction that gives up waiting for a row lock held by another session returns an error,
@@ -468,17 +476,9 @@ fn a_lock_timeout_leaves_the_connection_usable<C: TestConnection>(test: &str) {
     for (key, delta) in [(1, 5), (2, 7), (1, 3)] {
         Post::likes_of(key).add(delta, &mut conn).unwrap();
     }
-    conn.batch_execute(match C::NAME {
-        "postgres" => "SET lock_timeout = '300ms'",
-        "mysql" => "SET SESSION innodb_lock_wait_timeout = 1",
-        _ => "PRAGMA busy_timeout = 300",
-    })
-    .unwrap();
+    give_up_waiting_soon(&mut conn);
 
-    // Another session holds record 2's row (on SQLite, the database's write lock).
-    let mut holder = C::open(&db.url);
-    holder.batch_execute(begin_writing::<C>()).unwrap();
-    Post::likes_of(2).increment(&mut holder).unwrap();
+    let mut holder = hold_record_2::<C>(&db.url);
     let (conn, errors) = within_30s(conn, |conn| {
         // Twice: the second runs the statement the first one failed in.
         [(); 2].map(|()| posts_likes_slots::table.compact(&[1, 2], conn).unwrap_err())
@@ -517,9 +517,7 @@ fn a_lock_timeout_in_a_serializable_read_leaves_the_connection_usable<C: TestCon
          SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE",
     )
     .unwrap();
-    let mut holder = C::open(&db.url);
-    holder.batch_execute(begin_writing::<C>()).unwrap();
-    Post::likes_of(2).increment(&mut holder).unwrap();
+    let mut holder = hold_record_2::<C>(&db.url);
     let (conn, errors) = within_30s(conn, |conn| {
         // Twice: the second runs the statements the first ones failed in.
         [(); 2].map(|()| {
@@ -555,15 +553,8 @@ fn a_retried_transaction_runs_its_own_locking_read_again<C: TestConnection>(test
         return;
     };
     Post::likes_of(2).add(7, &mut conn).unwrap();
-    conn.batch_execute(match C::NAME {
-        "postgres" => "SET lock_timeout = '300ms'",
-        "mysql" => "SET SESSION innodb_lock_wait_timeout = 1",
-        _ => "PRAGMA busy_timeout = 300",
-    })
-    .unwrap();
-    let mut holder = C::open(&db.url);
-    holder.batch_execute(begin_writing::<C>()).unwrap();
-    Post::likes_of(2).increment(&mut holder).unwrap();
+    give_up_waiting_soon(&mut conn);
+    let mut holder = hold_record_2::<C>(&db.url);
     let release = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1500));
         holder.batch_execute("COMMIT").unwrap();

@@ -13,7 +13,7 @@ use slotted_tests::{backend_tests, TestConnection, TestDb};
 // PostgreSQL lists a session's cached statements (`pg_prepared_statements`): there the
 // statement-cache test can see them.
 backend_tests! {
-    sqlite: [
+    all: [
         compact_one_record_keeps_its_total,
         compact_all_in_batches,
         compaction_is_exact_under_concurrent_writers,
@@ -25,31 +25,7 @@ backend_tests! {
         prefilled_slots_take_plain_updates,
         shared_table_holds_two_models,
     ],
-    postgres: [
-        compact_one_record_keeps_its_total,
-        compact_all_in_batches,
-        compaction_is_exact_under_concurrent_writers,
-        set_and_reset,
-        set_is_atomic_under_concurrent_writers,
-        cache_rolls_up_totals,
-        day_and_hour_buckets,
-        bucket_retention_deletes_or_folds,
-        prefilled_slots_take_plain_updates,
-        shared_table_holds_two_models,
-        maintenance_keeps_the_statement_cache_small,
-    ],
-    mysql: [
-        compact_one_record_keeps_its_total,
-        compact_all_in_batches,
-        compaction_is_exact_under_concurrent_writers,
-        set_and_reset,
-        set_is_atomic_under_concurrent_writers,
-        cache_rolls_up_totals,
-        day_and_hour_buckets,
-        bucket_retention_deletes_or_folds,
-        prefilled_slots_take_plain_updates,
-        shared_table_holds_two_models,
-    ],
+    postgres: [maintenance_keeps_the_statement_cache_small],
 }
 
 fn db<C: TestConnection>(test: &str) -> Option<(TestDb, C)> {
