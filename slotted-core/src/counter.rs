@@ -1,4 +1,6 @@
-//! The counter handle: `post.likes()` and `Post::likes_of(key)` return one.
+//! The counter handle: `post.likes()` and `Post::likes_of(key)` return one. Each call exists in
+//! two faces, `add` on a sync Diesel connection and `add_async` on a diesel-async one, both
+//! running the one job in `count.rs` or `maintenance/`.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -7,20 +9,13 @@ use std::marker::PhantomData;
 use std::ops::Range;
 use std::time::SystemTime;
 
-use diesel::RunQueryDsl;
-
-use crate::backend::{
-    AddToSlot, Buckets, ByText, ByType, CounterBackend, CounterConnection, Dialect, Scope, SumOne,
-    UpdateSlot,
-};
-use crate::error::{Error, Result};
-use crate::key::{CounterKey, KeyValue};
-use crate::table::{BucketedCounterTable, CounterSpec, CounterTable};
-
-/// Keys per `GROUP BY` query in [`Counter::totals`]: under every backend's bind limit (SQLite
-/// 32,766; PostgreSQL and MySQL 65,535). A power of two, like every padded chunk size, so a
-/// connection caches at most 14 statement shapes per counter.
-pub const TOTALS_CHUNK: usize = 8192;
+use crate::count;
+use crate::error::Result;
+use crate::exec::sync::{run_now, SyncExec};
+use crate::exec::Exec;
+use crate::sql::Buckets;
+use crate::table::{BucketedCounterTable, CounterTable};
+use crate::CounterConnection;
 
 /// One record's counter: the handle every counter call goes through.
 ///
@@ -28,10 +23,14 @@ pub const TOTALS_CHUNK: usize = 8192;
 /// `Post::likes_of(key)` (owning it), or directly with [`Counter::new`] and [`Counter::of`].
 /// `T` is the counter's table type, which the derive declares, so the handle of one counter
 /// cannot be used for another, and the key type is checked at compile time.
+///
+/// Every call takes the connection it runs on. With the `async` feature, each has an `_async`
+/// twin that takes a diesel-async connection (or a bb8/deadpool pooled one) and returns a
+/// `Send` future: `post.likes().increment_async(&mut conn).await?`.
 pub struct Counter<'k, T: CounterTable> {
     key: Cow<'k, T::Key>,
     moment: Option<SystemTime>,
-    table: PhantomData<T>,
+    table: PhantomData<fn() -> T>,
 }
 
 impl<T: CounterTable> fmt::Debug for Counter<'_, T> {
@@ -53,6 +52,40 @@ impl<T: CounterTable> Clone for Counter<'_, T> {
         }
     }
 }
+
+/// Declares each call twice: `$sync` on a [`CounterConnection`], run to its end on this thread,
+/// and (with the `async` feature) `$async` on an
+/// [`AsyncCounterConnection`](crate::AsyncCounterConnection), returning a `Send` future. Both
+/// run `$job`, written once over `$exec: &mut impl Exec`.
+macro_rules! two_faces {
+    ($(
+        $(#[$doc:meta])*
+        fn $sync:ident / $async:ident (&$this:ident $(, $arg:ident: $ty:ty)*) -> $out:ty
+            = |$exec:ident| $job:expr;
+    )*) => {$(
+        $(#[$doc])*
+        pub fn $sync<C: CounterConnection>(&$this, $($arg: $ty,)* conn: &mut C) -> $out {
+            let $exec = &mut SyncExec(conn);
+            run_now($job)
+        }
+
+        #[doc = concat!("[`", stringify!($sync), "`](Self::", stringify!($sync), ") on an async \
+            connection (diesel-async, bb8, deadpool). The future is `Send`.")]
+        #[cfg(feature = "async")]
+        #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+        pub fn $async<'a, C: crate::AsyncCounterConnection>(
+            &'a $this,
+            $($arg: $ty,)*
+            conn: &'a mut C,
+        ) -> impl std::future::Future<Output = $out> + Send + use<'a, 'k, T, C> {
+            async move {
+                let $exec = &mut crate::exec::asynch::AsyncExec(conn);
+                $job.await
+            }
+        }
+    )*};
+}
+pub(crate) use two_faces;
 
 impl<'k, T: CounterTable> Counter<'k, T> {
     /// The counter of the record with this key, borrowing the key.
@@ -78,141 +111,69 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         &self.key
     }
 
-    /// Adds 1. See [`Counter::add`].
-    pub fn increment<C: CounterConnection>(&self, conn: &mut C) -> Result<()> {
-        self.add(1, conn)
-    }
-
-    /// Subtracts 1. See [`Counter::add`].
-    pub fn decrement<C: CounterConnection>(&self, conn: &mut C) -> Result<()> {
-        self.add(-1, conn)
-    }
-
-    /// Adds `delta` (negative to subtract) to one slot, chosen by the counter's
-    /// [`SlotStrategy`](crate::SlotStrategy): one upsert, on `conn`, inside its transaction if
-    /// one is open. A counter declared with `prefill` first tries a plain `UPDATE` of the
-    /// pre-created slot row, and upserts only when the row is not there. Adding 0 does nothing
-    /// and sends nothing. A bucketed counter adds to the bucket of now, or of [`Counter::at`].
-    ///
-    /// Returns [`Error::Overflow`] and writes nothing when the slot would leave `i64`,
-    /// [`Error::InvalidKey`] when the key cannot be stored exactly on this backend, and
-    /// [`Error::Database`] for anything the database refuses.
-    pub fn add<C: CounterConnection>(&self, delta: i64, conn: &mut C) -> Result<()> {
-        if delta == 0 {
-            return Ok(());
-        }
-        let spec = &T::SPEC;
-        let key = self.checked_key::<C::Backend>()?;
-        let statement = AddToSlot {
-            spec,
-            key,
-            bucket: spec.bucket.map_or(0, |width| width.start_of(self.now())),
-            slot: spec.strategy.choose(spec.slots) as i16,
-            delta,
-            cache: PhantomData::<ByType<T>>,
-        };
-        let outcome = if spec.prefill {
-            match UpdateSlot(statement).execute(conn) {
-                // No pre-created row (or, on PostgreSQL and SQLite, an overflow): the upsert
-                // creates the row, or says which.
-                Ok(0) => statement.execute(conn),
-                other => other,
-            }
-        } else {
-            statement.execute(conn)
-        };
-        match outcome {
-            // PostgreSQL and SQLite: the overflow guard let no row be updated.
-            Ok(0) => Err(self.overflow(delta)),
-            Ok(_) => Ok(()),
-            Err(e) if C::Backend::DIALECT == Dialect::Mysql && is_mysql_overflow(&e) => {
-                Err(self.overflow(delta))
-            }
-            Err(source) => Err(database_error(spec, source)),
-        }
-    }
-
-    /// The count: the sum of the record's slots (of every bucket, for a bucketed counter), 0
-    /// when it has none.
-    ///
-    /// Returns [`Error::TotalOutOfRange`] when the sum does not fit an `i64`.
-    pub fn total<C: CounterConnection>(&self, conn: &mut C) -> Result<i64> {
-        self.sum(Buckets::All, conn)
-    }
-
-    fn sum<C: CounterConnection>(&self, buckets: Buckets, conn: &mut C) -> Result<i64> {
-        let spec = &T::SPEC;
-        let keys = [self.checked_key::<C::Backend>()?];
-        let scope = Scope {
-            spec,
-            keys: &keys,
-            buckets,
-        };
-        // The all-time total's text is fixed by the counter: cached by type. A bucket range's
-        // text differs from it.
-        let sum = match buckets {
-            Buckets::All => C::Backend::load_sum(conn, SumOne(scope, PhantomData::<ByType<T>>)),
-            _ => C::Backend::load_sum(conn, SumOne(scope, PhantomData::<ByText>)),
-        };
-        match sum {
-            Ok(sum) => parse_total(spec, &*self.key, sum),
-            Err(e) => Err(sum_error::<C::Backend, _>(spec, &*self.key, e)),
-        }
-    }
-
-    /// The counts of many records: one `GROUP BY` query per [`TOTALS_CHUNK`] distinct keys.
-    /// Every key asked for is in the map, 0 when it has no slot; an empty slice sends nothing.
-    pub fn totals<C: CounterConnection>(
-        keys: &[T::Key],
-        conn: &mut C,
-    ) -> Result<HashMap<T::Key, i64>> {
-        let spec = &T::SPEC;
-        let mut totals: HashMap<T::Key, i64> = HashMap::with_capacity(keys.len());
-        let mut unique: Vec<KeyValue<'_>> = Vec::with_capacity(keys.len());
-        for key in keys {
-            if totals.insert(key.clone(), 0).is_none() {
-                unique.push(check_key::<C::Backend, _>(spec, key)?);
-            }
-        }
-        let mut padded = Vec::with_capacity(TOTALS_CHUNK.min(unique.len()));
-        for chunk in unique.chunks(TOTALS_CHUNK) {
-            // Repeat the last key up to a power of two: `IN` ignores duplicates, and the
-            // statement text then takes few shapes, so it stays in the statement cache.
-            padded.clear();
-            padded.extend_from_slice(chunk);
-            padded.resize(chunk.len().next_power_of_two(), chunk[chunk.len() - 1]);
-            let rows = C::Backend::load_sums(conn, Scope::new(spec, &padded))
-                .map_err(|e| sum_error::<C::Backend, _>(spec, "(one of the keys)", e))?;
-            for (raw, sum) in rows {
-                let key = T::Key::from_raw(raw).ok_or_else(|| unexpected_key(spec))?;
-                let total = parse_total(spec, &key, sum)?;
-                totals.insert(key, total);
-            }
-        }
-        Ok(totals)
-    }
-
-    pub(crate) fn checked_key<DB: CounterBackend>(&self) -> Result<KeyValue<'_>> {
-        check_key::<DB, _>(&T::SPEC, &*self.key)
-    }
-
     pub(crate) fn now(&self) -> SystemTime {
         self.moment.unwrap_or_else(SystemTime::now)
     }
 
-    fn overflow(&self, delta: i64) -> Error {
-        let spec = &T::SPEC;
-        Error::Overflow {
-            counter: spec.qualified_name(),
-            table: spec.table,
-            key: format!("{:?}", self.key),
-            delta,
-        }
+    two_faces! {
+        /// Adds 1. See [`Counter::add`].
+        fn increment / increment_async(&self) -> Result<()> = |exec| self.add_on(1, exec);
+
+        /// Subtracts 1. See [`Counter::add`].
+        fn decrement / decrement_async(&self) -> Result<()> = |exec| self.add_on(-1, exec);
+
+        /// Adds `delta` (negative to subtract) to one slot, chosen by the counter's
+        /// [`SlotStrategy`](crate::SlotStrategy): one upsert, on `conn`, inside its transaction if
+        /// one is open. A counter declared with `prefill` first tries a plain `UPDATE` of the
+        /// pre-created slot row, and upserts only when the row is not there. Adding 0 does nothing
+        /// and sends nothing. A bucketed counter adds to the bucket of now, or of [`Counter::at`].
+        ///
+        /// Returns [`Error::Overflow`](crate::Error::Overflow) and writes nothing when the slot
+        /// would leave `i64`, [`Error::InvalidKey`](crate::Error::InvalidKey) when the key cannot
+        /// be stored exactly on this backend, and [`Error::Database`](crate::Error::Database) for
+        /// anything the database refuses.
+        fn add / add_async(&self, delta: i64) -> Result<()> = |exec| self.add_on(delta, exec);
+
+        /// The count: the sum of the record's slots (of every bucket, for a bucketed counter), 0
+        /// when it has none.
+        ///
+        /// Returns [`Error::TotalOutOfRange`](crate::Error::TotalOutOfRange) when the sum does not
+        /// fit an `i64`.
+        fn total / total_async(&self) -> Result<i64> =
+            |exec| count::sum::<T, _>(exec, &self.key, Buckets::All);
+    }
+
+    fn add_on<'a, E: Exec>(
+        &'a self,
+        delta: i64,
+        exec: &'a mut E,
+    ) -> impl std::future::Future<Output = Result<()>> + Send + 'a {
+        count::add::<T, E>(exec, &self.key, self.now(), delta)
+    }
+
+    /// The counts of many records: one `GROUP BY` query per [`TOTALS_CHUNK`](crate::TOTALS_CHUNK)
+    /// distinct keys. Every key asked for is in the map, 0 when it has no slot; an empty slice
+    /// sends nothing.
+    pub fn totals<C: CounterConnection>(
+        keys: &[T::Key],
+        conn: &mut C,
+    ) -> Result<HashMap<T::Key, i64>> {
+        run_now(count::totals::<T, _>(&mut SyncExec(conn), keys))
+    }
+
+    /// [`totals`](Self::totals) on an async connection. The future is `Send`.
+    #[cfg(feature = "async")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    pub async fn totals_async<C: crate::AsyncCounterConnection>(
+        keys: &[T::Key],
+        conn: &mut C,
+    ) -> Result<HashMap<T::Key, i64>> {
+        count::totals::<T, _>(&mut crate::exec::asynch::AsyncExec(conn), keys).await
     }
 }
 
 /// Time buckets: for counters declared with `bucket = day` or `bucket = hour`.
-impl<T: BucketedCounterTable> Counter<'_, T> {
+impl<'k, T: BucketedCounterTable> Counter<'k, T> {
     /// The same counter at another time: writes go to, and [`Counter::bucket_total`] reads, the
     /// bucket holding `time` instead of the current one. This is the clock, as a parameter.
     pub fn at(mut self, time: SystemTime) -> Self {
@@ -220,122 +181,27 @@ impl<T: BucketedCounterTable> Counter<'_, T> {
         self
     }
 
-    /// The count of one bucket: the one holding now, or [`Counter::at`].
-    pub fn bucket_total<C: CounterConnection>(&self, conn: &mut C) -> Result<i64> {
+    fn bucket_range(&self) -> Buckets {
         let start = T::SPEC.bucket.map_or(0, |width| width.start_of(self.now()));
         let width = T::SPEC.bucket.map_or(1, |width| width.seconds());
-        self.sum(Buckets::Range(start, start.saturating_add(width)), conn)
+        Buckets::Range(start, start.saturating_add(width))
     }
 
-    /// The count of the buckets from the one holding `range.start` up to, not including, the
-    /// one holding `range.end`; for a day counter, `day1..day3` counts two days.
-    pub fn total_between<C: CounterConnection>(
-        &self,
-        range: Range<SystemTime>,
-        conn: &mut C,
-    ) -> Result<i64> {
-        let (from, to) = match T::SPEC.bucket {
-            Some(width) => (width.start_of(range.start), width.start_of(range.end)),
-            None => (i64::MIN, i64::MAX),
-        };
-        self.sum(Buckets::Range(from, to), conn)
+    two_faces! {
+        /// The count of one bucket: the one holding now, or [`Counter::at`].
+        fn bucket_total / bucket_total_async(&self) -> Result<i64> =
+            |exec| count::sum::<T, _>(exec, &self.key, self.bucket_range());
+
+        /// The count of the buckets from the one holding `range.start` up to, not including, the
+        /// one holding `range.end`; for a day counter, `day1..day3` counts two days.
+        fn total_between / total_between_async(&self, range: Range<SystemTime>) -> Result<i64> =
+            |exec| count::sum::<T, _>(exec, &self.key, between::<T>(range));
     }
 }
 
-/// Refuses a key the backend would store inexactly, before anything is sent.
-pub(crate) fn check_key<'k, DB: CounterBackend, K: CounterKey>(
-    spec: &CounterSpec,
-    key: &'k K,
-) -> Result<KeyValue<'k>> {
-    let value = match (key.key_value(), spec.key_column_kind()) {
-        (KeyValue::Integer(v), crate::KeyKind::BigInt) => KeyValue::BigInt(i64::from(v)),
-        (value, _) => value,
-    };
-    let KeyValue::Text(text) = value else {
-        return Ok(value);
-    };
-    let reason = if text.chars().count() > usize::from(spec.max_key_length) {
-        format!(
-            "it is {} characters long, and the column holds at most {} (raise `max_key_length` in the \
-             #[slotted] attribute, up to 767)",
-            text.chars().count(),
-            spec.max_key_length
-        )
-    } else if DB::DIALECT == Dialect::Postgres && text.contains('\0') {
-        "PostgreSQL text cannot hold a NUL character".to_owned()
-    } else if DB::DIALECT == Dialect::Mysql && text.ends_with(' ') {
-        "MySQL compares VARCHAR keys ignoring trailing spaces (PAD SPACE), so it would share a \
-         count with the key without them"
-            .to_owned()
-    } else {
-        return Ok(value);
-    };
-    let mut shown = format!("{text:?}");
-    if shown.chars().count() > 80 {
-        shown = shown.chars().take(77).chain("...".chars()).collect();
+fn between<T: CounterTable>(range: Range<SystemTime>) -> Buckets {
+    match T::SPEC.bucket {
+        Some(width) => Buckets::Range(width.start_of(range.start), width.start_of(range.end)),
+        None => Buckets::Range(i64::MIN, i64::MAX),
     }
-    Err(Error::InvalidKey {
-        counter: spec.qualified_name(),
-        table: spec.table,
-        key: shown,
-        reason,
-    })
-}
-
-fn parse_total<K: fmt::Debug + ?Sized>(
-    spec: &CounterSpec,
-    key: &K,
-    sum: Option<String>,
-) -> Result<i64> {
-    let Some(sum) = sum else { return Ok(0) };
-    sum.trim()
-        .parse::<i64>()
-        .map_err(|_| total_out_of_range(spec, key, sum))
-}
-
-fn total_out_of_range<K: fmt::Debug + ?Sized>(spec: &CounterSpec, key: &K, total: String) -> Error {
-    Error::TotalOutOfRange {
-        counter: spec.qualified_name(),
-        table: spec.table,
-        key: format!("{key:?}"),
-        total,
-    }
-}
-
-/// A failed `SUM`: SQLite's own overflow error becomes `TotalOutOfRange`, the rest `Database`.
-fn sum_error<DB: CounterBackend, K: fmt::Debug + ?Sized>(
-    spec: &CounterSpec,
-    key: &K,
-    e: diesel::result::Error,
-) -> Error {
-    let sqlite_overflow = DB::DIALECT == Dialect::Sqlite
-        && matches!(&e, diesel::result::Error::DatabaseError(_, info) if info.message() == "integer overflow");
-    if sqlite_overflow {
-        total_out_of_range(spec, key, "outside i64 (SQLite: integer overflow)".into())
-    } else {
-        database_error(spec, e)
-    }
-}
-
-pub(crate) fn database_error(spec: &CounterSpec, source: diesel::result::Error) -> Error {
-    Error::Database {
-        counter: spec.qualified_name(),
-        table: spec.table,
-        source,
-    }
-}
-
-pub(crate) fn unexpected_key(spec: &CounterSpec) -> Error {
-    database_error(
-        spec,
-        diesel::result::Error::DeserializationError(
-            "the record key came back with another type".into(),
-        ),
-    )
-}
-
-fn is_mysql_overflow(e: &diesel::result::Error) -> bool {
-    // Diesel does not expose MySQL's error number; error 1690's text is stable across MySQL
-    // and MariaDB: "BIGINT value is out of range in …".
-    matches!(e, diesel::result::Error::DatabaseError(_, info) if info.message().contains("BIGINT value is out of range"))
 }

@@ -16,11 +16,22 @@ pub enum KeyKind {
 
 /// A key, borrowed, as it is bound to a statement.
 #[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum KeyValue<'a> {
     Integer(i32),
     BigInt(i64),
     Text(&'a str),
+}
+
+impl KeyValue<'_> {
+    /// The key, owned.
+    pub fn to_raw(&self) -> RawKey {
+        match *self {
+            KeyValue::Integer(v) => RawKey::Integer(v),
+            KeyValue::BigInt(v) => RawKey::BigInt(v),
+            KeyValue::Text(v) => RawKey::Text(v.to_owned()),
+        }
+    }
 }
 
 /// A key, owned, as it comes back from a `GROUP BY` query.

@@ -36,23 +36,35 @@
 //! See [`SlottedCounter`] for every attribute and what the derive generates, and the README for
 //! when the pattern pays and how to choose a slot count.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod backend;
+mod count;
 mod counter;
+mod dialect;
 mod error;
+mod exec;
 mod key;
 mod maintenance;
 mod migration;
 mod retry;
 mod slot;
+mod sql;
 mod table;
 
-pub use backend::{CounterBackend, CounterConnection, Dialect};
-pub use counter::{Counter, TOTALS_CHUNK};
+pub use count::TOTALS_CHUNK;
+pub use counter::Counter;
+pub use dialect::{CounterBackend, Dialect};
 pub use error::{Error, Result};
+#[cfg(feature = "async")]
+pub use exec::asynch::AsyncCounterConnection;
+pub use exec::sync::CounterConnection;
 pub use key::{CounterKey, KeyKind};
-pub use maintenance::{CompactionReport, CounterMaintenance, MAINTENANCE_BATCH, MAX_PAGE};
+pub use maintenance::{
+    CompactionReport, CounterMaintenance, RecordFailure, RefreshReport, MAINTENANCE_BATCH, MAX_PAGE,
+};
 pub use migration::{down_sql, migration_version, up_sql, CounterMigrations};
+#[cfg(feature = "async")]
+pub use retry::transaction_with_retry_async;
 pub use retry::{transaction_with_retry, Retried, RetryPolicy, Retryable};
 pub use slot::SlotStrategy;
 pub use table::{

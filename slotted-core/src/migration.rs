@@ -12,7 +12,7 @@ use diesel::migration::{
     self, Migration, MigrationMetadata, MigrationName, MigrationSource, MigrationVersion,
 };
 
-use crate::backend::{CounterBackend, Dialect};
+use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
 use crate::key::KeyKind;
 use crate::table::{CounterSpec, SlottedModel, Storage};

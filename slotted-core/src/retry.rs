@@ -19,7 +19,6 @@
 
 use std::time::Duration;
 
-use diesel::connection::{Connection, TransactionManager};
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 
 use crate::error::Error;
@@ -141,49 +140,59 @@ pub struct Retried<T> {
 pub fn transaction_with_retry<C, T, E, F>(
     conn: &mut C,
     policy: &RetryPolicy,
-    f: F,
-) -> Result<Retried<T>, E>
-where
-    C: Connection<Backend: 'static>,
-    E: From<DieselError> + Retryable,
-    F: FnMut(&mut C) -> Result<T, E>,
-{
-    retry_transaction(conn, policy, E::is_retryable, f)
-}
-
-/// [`transaction_with_retry`], rerunning only when `retry_on` says so.
-pub(crate) fn retry_transaction<C, T, E, F>(
-    conn: &mut C,
-    policy: &RetryPolicy,
-    retry_on: impl Fn(&E) -> bool,
     mut f: F,
 ) -> Result<Retried<T>, E>
 where
-    C: Connection<Backend: 'static>,
+    C: crate::CounterConnection,
     E: From<DieselError> + Retryable,
     F: FnMut(&mut C) -> Result<T, E>,
 {
-    let nested = matches!(
-        C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth(),
-        Ok(Some(_)) | Err(_)
-    );
-    let mut retries = 0;
-    loop {
-        match conn.transaction(&mut f) {
-            Ok(value) => return Ok(Retried { value, retries }),
-            Err(e) => {
-                if e.is_retryable() && is_mysql::<C::Backend>() {
-                    // Whether it runs again or not: the connection goes on being used.
-                    crate::backend::forget_statements_on_mysql(conn);
-                }
-                if nested || retries >= policy.max_retries || !retry_on(&e) {
-                    return Err(e);
-                }
-                std::thread::sleep(policy.backoff(retries));
-                retries += 1;
-            }
-        }
-    }
+    use crate::exec::sync::{run_now, SyncExec};
+    let exec = &mut SyncExec(conn);
+    run_now(async {
+        crate::exec::retried_transaction!(
+            exec,
+            policy,
+            E::is_retryable,
+            std::future::ready(f(exec.0))
+        )
+    })
+}
+
+/// [`transaction_with_retry`] on an async connection: runs the async closure `f` in a
+/// transaction, and runs the whole transaction again after a jittered backoff (a
+/// `tokio::time::sleep`) when it fails with a [`Retryable`] error.
+///
+/// ```no_run
+/// # async fn f(conn: &mut diesel_async::AsyncPgConnection) -> Result<(), slotted_core::Error> {
+/// # use slotted_core::SlottedCounter;
+/// # #[derive(SlottedCounter)]
+/// # #[slotted(counter = likes, slots = 16)]
+/// # struct Post { id: i32 }
+/// use slotted_core::{transaction_with_retry_async, RetryPolicy};
+///
+/// let done = transaction_with_retry_async(conn, &RetryPolicy::default(), async |conn| {
+///     Post::likes_of(1).increment_async(conn).await?;
+///     Post::likes_of(2).increment_async(conn).await?;
+///     Ok::<_, slotted_core::Error>(())
+/// })
+/// .await?;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "async")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+pub async fn transaction_with_retry_async<C, T, E, F>(
+    conn: &mut C,
+    policy: &RetryPolicy,
+    mut f: F,
+) -> Result<Retried<T>, E>
+where
+    C: crate::AsyncCounterConnection,
+    E: From<DieselError> + Retryable,
+    F: AsyncFnMut(&mut C) -> Result<T, E>,
+{
+    let exec = &mut crate::exec::asynch::AsyncExec(conn);
+    crate::exec::retried_transaction!(exec, policy, E::is_retryable, f(exec.0))
 }
 
 /// Whether the database rolled the transaction back to break a deadlock or a serialization
@@ -201,17 +210,6 @@ pub(crate) fn lost_a_deadlock(e: &Error) -> bool {
         },
         _ => false,
     }
-}
-
-/// Whether `B` is Diesel's MySQL backend (never, without slotted-core's `mysql` feature).
-fn is_mysql<B: 'static>() -> bool {
-    let backend = std::any::TypeId::of::<B>();
-    #[cfg(feature = "mysql")]
-    if backend == std::any::TypeId::of::<diesel::mysql::Mysql>() {
-        return true;
-    }
-    let _ = backend;
-    false
 }
 
 #[cfg(test)]

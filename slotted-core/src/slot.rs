@@ -21,15 +21,28 @@ pub enum SlotStrategy {
     /// A slot drawn at random for every write, as in the articles the pattern comes from. Two
     /// of `w` concurrent writers over `n` slots collide with probability about `w²/2n`.
     Random,
+    /// A slot per database connection, chosen by the server from the connection's identity:
+    /// `pg_backend_pid() % slots` on PostgreSQL, `MOD(CONNECTION_ID(), slots)` on MySQL and
+    /// MariaDB. It follows the connection, not the thread: it holds whether writers are
+    /// threads with an r2d2 pool or tasks sharing two runtime threads with a bb8 or deadpool
+    /// pool, and across processes, since concurrent transactions always run on distinct
+    /// connections. MySQL's connection ids are consecutive, so a pool of up to `slots`
+    /// connections opened together gets distinct slots; PostgreSQL's process ids usually are.
+    /// The statement text stays fixed (the slot count is bound), and both functions are safe for
+    /// statement-based replication. SQLite has no connection identity and lets one writer in at
+    /// a time: there it writes like [`SlotStrategy::Thread`].
+    Connection,
 }
 
 impl SlotStrategy {
-    /// The slot for the next write, in `0..slots` (`slots` is taken as at least 1).
+    /// The slot for the next write, in `0..slots` (`slots` is taken as at least 1), as chosen
+    /// in Rust. [`SlotStrategy::Connection`] is chosen by the server; here it gives the
+    /// thread's slot, as on SQLite.
     pub fn choose(self, slots: u16) -> u16 {
         let slots = slots.clamp(1, crate::MAX_SLOTS);
         match self {
             SlotStrategy::Random => rand::random_range(0..slots),
-            SlotStrategy::Thread => {
+            SlotStrategy::Thread | SlotStrategy::Connection => {
                 let offset = *PROCESS_OFFSET
                     .get_or_init(|| rand::random_range(0..u32::from(crate::MAX_SLOTS)));
                 // During thread teardown the index may be gone already: fall back to random.
@@ -37,6 +50,16 @@ impl SlotStrategy {
                     .try_with(|index| (index.0.wrapping_add(offset) % u32::from(slots)) as u16)
                     .unwrap_or_else(|_| rand::random_range(0..slots))
             }
+        }
+    }
+    /// The slot of a write, as a statement binds or computes it.
+    pub(crate) fn slot_value(self, slots: u16, dialect: crate::Dialect) -> crate::sql::SlotValue {
+        use crate::sql::SlotValue;
+        match (self, dialect) {
+            (SlotStrategy::Connection, crate::Dialect::Postgres | crate::Dialect::Mysql) => {
+                SlotValue::Connection(i64::from(slots.clamp(1, crate::MAX_SLOTS)))
+            }
+            _ => SlotValue::Bound(self.choose(slots) as i16),
         }
     }
 }

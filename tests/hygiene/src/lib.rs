@@ -116,7 +116,7 @@ mod tests {
             .increment(&mut conn)
             .unwrap();
         count_banner_click(7, &mut conn).unwrap();
-        assert_eq!(post.likes().refresh_cache(&mut conn).unwrap(), 1);
+        assert_eq!(post.likes().refresh_cache(&mut conn).unwrap().updated, 1);
         posts_likes_slots::table.compact_all(10, &mut conn).unwrap();
 
         let totals = (

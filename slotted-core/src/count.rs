@@ -1,0 +1,246 @@
+//! Counting: an increment, a total, many totals; written once over [`Exec`], run by either face.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::SystemTime;
+
+use crate::dialect::{CounterBackend, Dialect};
+use crate::error::{Error, Result};
+use crate::exec::{load_keyed, Exec};
+use crate::key::{CounterKey, KeyValue, RawKey};
+use crate::sql::read::SumOne;
+use crate::sql::write::{AddToSlot, UpdateSlot};
+use crate::sql::{Buckets, ByText, ByType, Scope, Sum};
+use crate::table::{CounterSpec, CounterTable};
+
+/// Keys per `GROUP BY` query in [`Counter::totals`](crate::Counter::totals): under every
+/// backend's bind limit (SQLite 32,766; PostgreSQL and MySQL 65,535). A power of two, like every
+/// padded chunk size, so a connection caches at most 14 statement shapes per counter.
+pub const TOTALS_CHUNK: usize = 8192;
+
+/// Adds `delta` to one slot of `key`'s record (see `Counter::add`).
+pub(crate) async fn add<T: CounterTable, E: Exec>(
+    exec: &mut E,
+    key: &T::Key,
+    at: SystemTime,
+    delta: i64,
+) -> Result<()> {
+    if delta == 0 {
+        return Ok(());
+    }
+    let spec = &T::SPEC;
+    let statement = AddToSlot {
+        spec,
+        key: check_key::<E::Backend, _>(spec, key)?,
+        bucket: spec.bucket.map_or(0, |width| width.start_of(at)),
+        slot: spec.strategy.slot_value(spec.slots, E::Backend::DIALECT),
+        delta,
+        cache: PhantomData::<ByType<T>>,
+    };
+    let outcome = if spec.prefill {
+        match exec.execute(UpdateSlot(statement)).await {
+            // No pre-created row (or, on PostgreSQL and SQLite, an overflow): the upsert
+            // creates the row, or says which.
+            Ok(0) => exec.execute(statement).await,
+            other => other,
+        }
+    } else {
+        exec.execute(statement).await
+    };
+    let overflow = || Error::Overflow {
+        counter: spec.qualified_name(),
+        table: spec.table,
+        key: format!("{key:?}"),
+        delta,
+    };
+    match outcome {
+        // PostgreSQL and SQLite: the overflow guard let no row be updated.
+        Ok(0) => Err(overflow()),
+        Ok(_) => Ok(()),
+        Err(e) if E::Backend::DIALECT == Dialect::Mysql && is_mysql_overflow(&e) => Err(overflow()),
+        Err(source) => Err(database_error(spec, source)),
+    }
+}
+
+/// The sum of `key`'s slots in `buckets`.
+pub(crate) async fn sum<T: CounterTable, E: Exec>(
+    exec: &mut E,
+    key: &T::Key,
+    buckets: Buckets,
+) -> Result<i64> {
+    let spec = &T::SPEC;
+    let keys = [check_key::<E::Backend, _>(spec, key)?];
+    let scope = Scope {
+        spec,
+        keys: &keys,
+        buckets,
+    };
+    // The all-time total's text is fixed by the counter: cached by type. A bucket range's
+    // text differs from it.
+    let rows = match buckets {
+        Buckets::All => {
+            exec.load::<_, Sum>(SumOne(scope, PhantomData::<ByType<T>>))
+                .await
+        }
+        _ => {
+            exec.load::<_, Sum>(SumOne(scope, PhantomData::<ByText>))
+                .await
+        }
+    };
+    if matches!(rows, Err(diesel::result::Error::DatabaseError(..))) {
+        exec.after_failed_read();
+    }
+    match rows {
+        Ok(rows) => parse_total(spec, key, rows.into_iter().next().and_then(|s| s.0)),
+        Err(e) => Err(sum_error::<E::Backend, _>(spec, key, e)),
+    }
+}
+
+/// The totals of `keys`, every key present (see `Counter::totals`).
+pub(crate) async fn totals<T: CounterTable, E: Exec>(
+    exec: &mut E,
+    keys: &[T::Key],
+) -> Result<HashMap<T::Key, i64>> {
+    let spec = &T::SPEC;
+    let mut totals: HashMap<T::Key, i64> = HashMap::with_capacity(keys.len());
+    let mut unique: Vec<KeyValue<'_>> = Vec::with_capacity(keys.len());
+    for key in keys {
+        if totals.insert(key.clone(), 0).is_none() {
+            unique.push(check_key::<E::Backend, _>(spec, key)?);
+        }
+    }
+    for (raw, sum) in sums(exec, spec, &unique).await? {
+        let key = T::Key::from_raw(raw).ok_or_else(|| unexpected_key(spec))?;
+        let total = parse_total(spec, &key, sum.0)?;
+        totals.insert(key, total);
+    }
+    Ok(totals)
+}
+
+/// The sums of `keys` that have rows, one `GROUP BY` per [`TOTALS_CHUNK`] keys.
+pub(crate) async fn sums<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    keys: &[KeyValue<'_>],
+) -> Result<Vec<(RawKey, Sum)>> {
+    let mut sums = Vec::with_capacity(keys.len());
+    let mut padded = Vec::with_capacity(TOTALS_CHUNK.min(keys.len()));
+    for chunk in keys.chunks(TOTALS_CHUNK) {
+        // Repeat the last key up to a power of two: `IN` ignores duplicates, and the
+        // statement text then takes few shapes, so it stays in the statement cache.
+        padded.clear();
+        padded.extend_from_slice(chunk);
+        padded.resize(chunk.len().next_power_of_two(), chunk[chunk.len() - 1]);
+        let statement = crate::sql::read::SumMany(Scope::new(spec, &padded));
+        let rows = load_keyed(exec, statement, spec.key_column_kind())
+            .await
+            .map_err(|e| sum_error::<E::Backend, _>(spec, "(one of the keys)", e))?;
+        sums.extend(rows);
+    }
+    Ok(sums)
+}
+
+/// Refuses a key the backend would store inexactly, before anything is sent.
+pub(crate) fn check_key<'k, DB: CounterBackend, K: CounterKey>(
+    spec: &CounterSpec,
+    key: &'k K,
+) -> Result<KeyValue<'k>> {
+    let value = match (key.key_value(), spec.key_column_kind()) {
+        (KeyValue::Integer(v), crate::KeyKind::BigInt) => KeyValue::BigInt(i64::from(v)),
+        (value, _) => value,
+    };
+    let KeyValue::Text(text) = value else {
+        return Ok(value);
+    };
+    let reason = if text.chars().count() > usize::from(spec.max_key_length) {
+        format!(
+            "it is {} characters long, and the column holds at most {} (raise `max_key_length` in the \
+             #[slotted] attribute, up to 767)",
+            text.chars().count(),
+            spec.max_key_length
+        )
+    } else if DB::DIALECT == Dialect::Postgres && text.contains('\0') {
+        "PostgreSQL text cannot hold a NUL character".to_owned()
+    } else if DB::DIALECT == Dialect::Mysql && text.ends_with(' ') {
+        "MySQL compares VARCHAR keys ignoring trailing spaces (PAD SPACE), so it would share a \
+         count with the key without them"
+            .to_owned()
+    } else {
+        return Ok(value);
+    };
+    let mut shown = format!("{text:?}");
+    if shown.chars().count() > 80 {
+        shown = shown.chars().take(77).chain("...".chars()).collect();
+    }
+    Err(Error::InvalidKey {
+        counter: spec.qualified_name(),
+        table: spec.table,
+        key: shown,
+        reason,
+    })
+}
+
+pub(crate) fn parse_total<K: fmt::Debug + ?Sized>(
+    spec: &CounterSpec,
+    key: &K,
+    sum: Option<String>,
+) -> Result<i64> {
+    let Some(sum) = sum else { return Ok(0) };
+    sum.trim()
+        .parse::<i64>()
+        .map_err(|_| total_out_of_range(spec, key, sum))
+}
+
+pub(crate) fn total_out_of_range<K: fmt::Debug + ?Sized>(
+    spec: &CounterSpec,
+    key: &K,
+    total: String,
+) -> Error {
+    Error::TotalOutOfRange {
+        counter: spec.qualified_name(),
+        table: spec.table,
+        key: format!("{key:?}"),
+        total,
+    }
+}
+
+/// A failed `SUM`: SQLite's own overflow error becomes `TotalOutOfRange`, the rest `Database`.
+pub(crate) fn sum_error<DB: CounterBackend, K: fmt::Debug + ?Sized>(
+    spec: &CounterSpec,
+    key: &K,
+    e: diesel::result::Error,
+) -> Error {
+    if DB::DIALECT == Dialect::Sqlite && is_sqlite_overflow(&e) {
+        total_out_of_range(spec, key, "outside i64 (SQLite: integer overflow)".into())
+    } else {
+        database_error(spec, e)
+    }
+}
+
+pub(crate) fn is_sqlite_overflow(e: &diesel::result::Error) -> bool {
+    matches!(e, diesel::result::Error::DatabaseError(_, info) if info.message() == "integer overflow")
+}
+
+pub(crate) fn database_error(spec: &CounterSpec, source: diesel::result::Error) -> Error {
+    Error::Database {
+        counter: spec.qualified_name(),
+        table: spec.table,
+        source,
+    }
+}
+
+pub(crate) fn unexpected_key(spec: &CounterSpec) -> Error {
+    database_error(
+        spec,
+        diesel::result::Error::DeserializationError(
+            "the record key came back with another type".into(),
+        ),
+    )
+}
+
+fn is_mysql_overflow(e: &diesel::result::Error) -> bool {
+    // Diesel does not expose MySQL's error number; error 1690's text is stable across MySQL
+    // and MariaDB: "BIGINT value is out of range in …".
+    matches!(e, diesel::result::Error::DatabaseError(_, info) if info.message().contains("BIGINT value is out of range"))
+}

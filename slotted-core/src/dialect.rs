@@ -1,0 +1,162 @@
+//! The SQL dialects, and the one trait that says how each backend binds and decodes values.
+//!
+//! No statement and no I/O lives here: the statements are in [`crate::sql`], written once for
+//! every backend and branching on [`CounterBackend::DIALECT`] where the dialects differ; the
+//! code that runs them on a connection is in [`crate::exec`]. What must be stamped out per
+//! backend is only what needs Diesel's per-backend `ToSql`/`FromSql` impls: binding a key, a
+//! slot, a count, and reading them back from a row.
+
+use diesel::backend::Backend;
+use diesel::deserialize;
+use diesel::query_builder::AstPass;
+use diesel::row::NamedRow;
+use diesel::sql_types::{BigInt, Integer, Nullable, SmallInt, Text};
+use diesel::QueryResult;
+
+use crate::key::{KeyKind, KeyValue, RawKey};
+
+/// The SQL dialects slotted writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// SQLite 3.35 or later (upsert, `RETURNING`).
+    Sqlite,
+    /// PostgreSQL 9.5 or later (upsert).
+    Postgres,
+    /// MySQL 5.7+ and MariaDB 10.3+ (`ON DUPLICATE KEY UPDATE`).
+    Mysql,
+}
+
+impl Dialect {
+    /// The lowercase name used in folder names and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+            Dialect::Mysql => "mysql",
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A Diesel backend slotted can write counters to: `Sqlite`, `Pg` and `Mysql`, each behind the
+/// slotted-core feature of the same name (`sqlite`, `postgres`, `mysql`).
+#[diagnostic::on_unimplemented(
+    message = "slotted counters are not enabled for the `{Self}` backend",
+    label = "this connection's backend",
+    note = "enable the slotted-core feature for this backend: `sqlite`, `postgres` or `mysql`"
+)]
+pub trait CounterBackend: Backend + sealed::Sealed + Sized + Send + 'static {
+    /// The SQL this backend speaks.
+    const DIALECT: Dialect;
+
+    #[doc(hidden)]
+    fn push_key<'b>(out: &mut AstPass<'_, 'b, Self>, key: &'b KeyValue<'_>) -> QueryResult<()>;
+    #[doc(hidden)]
+    fn push_small_int<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b i16) -> QueryResult<()>;
+    #[doc(hidden)]
+    fn push_big_int<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b i64) -> QueryResult<()>;
+    #[doc(hidden)]
+    fn push_text<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b str) -> QueryResult<()>;
+
+    #[doc(hidden)]
+    fn read_key<'a>(
+        row: &impl NamedRow<'a, Self>,
+        column: &str,
+        kind: KeyKind,
+    ) -> deserialize::Result<RawKey>;
+    #[doc(hidden)]
+    fn read_big_int<'a>(row: &impl NamedRow<'a, Self>, column: &str) -> deserialize::Result<i64>;
+    #[doc(hidden)]
+    fn read_small_int<'a>(row: &impl NamedRow<'a, Self>, column: &str) -> deserialize::Result<i16>;
+    #[doc(hidden)]
+    fn read_nullable_text<'a>(
+        row: &impl NamedRow<'a, Self>,
+        column: &str,
+    ) -> deserialize::Result<Option<String>>;
+}
+
+/// One backend's implementation: Diesel's own `ToSql` and `FromSql` impls, which exist per
+/// backend, hence a macro.
+macro_rules! counter_backend {
+    ($feature:literal, $backend:ty, $dialect:expr) => {
+        #[cfg(feature = $feature)]
+        impl sealed::Sealed for $backend {}
+
+        #[cfg(feature = $feature)]
+        impl CounterBackend for $backend {
+            const DIALECT: Dialect = $dialect;
+
+            fn push_key<'b>(
+                out: &mut AstPass<'_, 'b, Self>,
+                key: &'b KeyValue<'_>,
+            ) -> QueryResult<()> {
+                match key {
+                    KeyValue::Integer(v) => out.push_bind_param::<Integer, i32>(v),
+                    KeyValue::BigInt(v) => out.push_bind_param::<BigInt, i64>(v),
+                    KeyValue::Text(v) => out.push_bind_param::<Text, str>(v),
+                }
+            }
+
+            fn push_small_int<'b>(
+                out: &mut AstPass<'_, 'b, Self>,
+                value: &'b i16,
+            ) -> QueryResult<()> {
+                out.push_bind_param::<SmallInt, i16>(value)
+            }
+
+            fn push_big_int<'b>(
+                out: &mut AstPass<'_, 'b, Self>,
+                value: &'b i64,
+            ) -> QueryResult<()> {
+                out.push_bind_param::<BigInt, i64>(value)
+            }
+
+            fn push_text<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b str) -> QueryResult<()> {
+                out.push_bind_param::<Text, str>(value)
+            }
+
+            fn read_key<'a>(
+                row: &impl NamedRow<'a, Self>,
+                column: &str,
+                kind: KeyKind,
+            ) -> deserialize::Result<RawKey> {
+                Ok(match kind {
+                    KeyKind::Integer => {
+                        RawKey::Integer(NamedRow::get::<Integer, i32>(row, column)?)
+                    }
+                    KeyKind::BigInt => RawKey::BigInt(NamedRow::get::<BigInt, i64>(row, column)?),
+                    KeyKind::Text => RawKey::Text(NamedRow::get::<Text, String>(row, column)?),
+                })
+            }
+
+            fn read_big_int<'a>(
+                row: &impl NamedRow<'a, Self>,
+                column: &str,
+            ) -> deserialize::Result<i64> {
+                NamedRow::get::<BigInt, i64>(row, column)
+            }
+
+            fn read_small_int<'a>(
+                row: &impl NamedRow<'a, Self>,
+                column: &str,
+            ) -> deserialize::Result<i16> {
+                NamedRow::get::<SmallInt, i16>(row, column)
+            }
+
+            fn read_nullable_text<'a>(
+                row: &impl NamedRow<'a, Self>,
+                column: &str,
+            ) -> deserialize::Result<Option<String>> {
+                NamedRow::get::<Nullable<Text>, Option<String>>(row, column)
+            }
+        }
+    };
+}
+
+counter_backend!("sqlite", diesel::sqlite::Sqlite, Dialect::Sqlite);
+counter_backend!("postgres", diesel::pg::Pg, Dialect::Postgres);
+counter_backend!("mysql", diesel::mysql::Mysql, Dialect::Mysql);

@@ -1,0 +1,172 @@
+//! How a statement is run: one small trait, [`Exec`], with a sync face over Diesel connections
+//! ([`sync`]) and, behind the `async` feature, an async face over diesel-async ones
+//! ([`asynch`]).
+//!
+//! Every counter call and maintenance job is written once, as an `async fn` over `Exec`
+//! (`crate::ops`). The async face awaits it. The sync face runs it to completion on the calling
+//! thread: its futures are ready when created (each one is the sync call already made), so
+//! one poll finishes the job; no runtime is involved.
+
+#[cfg(feature = "async")]
+pub(crate) mod asynch;
+pub(crate) mod sync;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::result::Error as DieselError;
+use diesel::sql_types::Untyped;
+use diesel::QueryResult;
+
+use crate::dialect::CounterBackend;
+use crate::key::KeyKind;
+use crate::sql::{BigIntKey, FromCounterRow, IntegerKey, Keyed, TextKey};
+
+/// A statement value any face can run.
+pub(crate) trait Statement<DB: CounterBackend>: QueryFragment<DB> + QueryId + Send {}
+impl<DB: CounterBackend, S: QueryFragment<DB> + QueryId + Send> Statement<DB> for S {}
+
+/// Runs statements and transactions on one connection.
+///
+/// Every method returns a boxed future, one concrete type: an opaque future per generic method
+/// (or a generic associated type) carries its bounds into every job that awaits it, and rustc
+/// then fails to prove such a job's future `Send` in generic code ("implementation of
+/// `QueryFragment` is not general enough"). The box costs one small allocation per statement.
+pub(crate) trait Exec: Send {
+    type Backend: CounterBackend;
+
+    /// Runs `statement`, returning the rows it changed.
+    fn execute<'a, S: Statement<Self::Backend> + 'a>(
+        &'a mut self,
+        statement: S,
+    ) -> BoxFuture<'a, QueryResult<usize>>;
+
+    /// Runs `statement` and reads its rows.
+    fn load<'a, S, U>(&'a mut self, statement: S) -> BoxFuture<'a, QueryResult<Vec<U>>>
+    where
+        S: Statement<Self::Backend> + 'a,
+        U: diesel::deserialize::QueryableByName<Self::Backend> + Send + 'static;
+
+    /// `BEGIN`, or a savepoint inside an open transaction.
+    fn begin(&mut self) -> BoxFuture<'_, QueryResult<()>>;
+    /// `COMMIT` (or releases the savepoint).
+    fn commit(&mut self) -> BoxFuture<'_, QueryResult<()>>;
+    /// `ROLLBACK` (or to the savepoint).
+    fn rollback(&mut self) -> BoxFuture<'_, QueryResult<()>>;
+    /// Whether a transaction is open (or the connection's transaction state is broken).
+    fn in_transaction(&mut self) -> bool;
+    /// Waits before a retry.
+    fn pause(&mut self, pause: Duration) -> BoxFuture<'_, ()>;
+    /// After a read failed: on sync MySQL, forgets the connection's prepared statements (see
+    /// `exec::sync`). Nothing elsewhere.
+    fn after_failed_read(&mut self) {}
+}
+
+/// The future every [`Exec`] method returns.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Loads rows of type `R` whose key column has the SQL type `kind`.
+pub(crate) async fn load_keyed<E: Exec, S, R>(
+    exec: &mut E,
+    statement: S,
+    kind: KeyKind,
+) -> QueryResult<Vec<R>>
+where
+    S: Statement<E::Backend>,
+    R: FromCounterRow,
+{
+    fn strip<K, R>(rows: Vec<Keyed<K, R>>) -> Vec<R> {
+        rows.into_iter().map(|Keyed(row, _)| row).collect()
+    }
+    let rows = match kind {
+        KeyKind::Integer => exec
+            .load::<_, Keyed<IntegerKey, R>>(statement)
+            .await
+            .map(strip),
+        KeyKind::BigInt => exec
+            .load::<_, Keyed<BigIntKey, R>>(statement)
+            .await
+            .map(strip),
+        KeyKind::Text => exec
+            .load::<_, Keyed<TextKey, R>>(statement)
+            .await
+            .map(strip),
+    };
+    if matches!(rows, Err(DieselError::DatabaseError(..))) {
+        exec.after_failed_read();
+    }
+    rows
+}
+
+/// Runs `$body` (an expression giving a future that uses `$exec`, evaluated again for each
+/// attempt) in a transaction on `$exec: &mut impl Exec` (a savepoint inside an open one), as
+/// Diesel's `Connection::transaction` does: commit on `Ok`, roll back on `Err`. When the
+/// transaction fails with an error `$retry_on` accepts, it runs the whole transaction again after
+/// a backoff, up to `$policy.max_retries` times; inside an open transaction it runs once, since a
+/// deadlock rolled back (or aborted) the outer transaction too. Evaluates to
+/// `Result<Retried<T>, E>`.
+///
+/// A macro, not a function taking a closure: the body borrows the executor afresh on every
+/// attempt, which a closure returning a future cannot express without boxing and lifetime
+/// contortions.
+macro_rules! retried_transaction {
+    ($exec:ident, $policy:expr, $retry_on:expr, $body:expr) => {{
+        let nested = $crate::exec::Exec::in_transaction(&mut *$exec);
+        let mut retries: u32 = 0;
+        loop {
+            let outcome = match $crate::exec::Exec::begin(&mut *$exec).await {
+                Err(e) => Err(e.into()),
+                Ok(()) => match $body.await {
+                    Ok(value) => $crate::exec::Exec::commit(&mut *$exec)
+                        .await
+                        .map(|()| value)
+                        .map_err(Into::into),
+                    Err(error) => match $crate::exec::Exec::rollback(&mut *$exec).await {
+                        Ok(()) | Err(diesel::result::Error::BrokenTransactionManager) => Err(error),
+                        Err(rollback) => Err(rollback.into()),
+                    },
+                },
+            };
+            match outcome {
+                Ok(value) => break Ok($crate::retry::Retried { value, retries }),
+                Err(e) => {
+                    if $crate::retry::Retryable::is_retryable(&e) {
+                        // Whether it runs again or not: the connection goes on being used.
+                        $crate::exec::Exec::after_failed_read(&mut *$exec);
+                    }
+                    if nested || retries >= $policy.max_retries || !($retry_on)(&e) {
+                        break Err(e);
+                    }
+                    $crate::exec::Exec::pause(&mut *$exec, $policy.backoff(retries)).await;
+                    retries += 1;
+                }
+            }
+        }
+    }};
+}
+pub(crate) use retried_transaction;
+
+/// A statement, runnable by Diesel's `RunQueryDsl` (sync and async) on any connection. The
+/// `SqlType` is declared here rather than on each statement: a projection bound in the
+/// executor's signature would make futures over it fail to prove `Send` in generic code.
+pub(crate) struct Run<S>(pub S);
+
+impl<DB: CounterBackend, S: QueryFragment<DB>> QueryFragment<DB> for Run<S> {
+    fn walk_ast<'b>(&'b self, pass: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        self.0.walk_ast(pass)
+    }
+}
+
+impl<S: QueryId> QueryId for Run<S> {
+    type QueryId = S::QueryId;
+    const HAS_STATIC_QUERY_ID: bool = S::HAS_STATIC_QUERY_ID;
+}
+
+/// Every statement's rows, where it has any, are read by column name.
+impl<S> Query for Run<S> {
+    type SqlType = Untyped;
+}
+
+impl<S, C> diesel::RunQueryDsl<C> for Run<S> {}

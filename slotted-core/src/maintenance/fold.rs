@@ -1,0 +1,413 @@
+//! The jobs behind maintenance, written once over [`Exec`]: folding records into fewer rows,
+//! setting a count, paging through records, rolling totals up, creating slots.
+//!
+//! Every fold (compaction, set, retention) runs in one transaction per batch and is exact under
+//! concurrent writers: it sums exactly the rows it deletes, at their latest committed values,
+//! and puts the sum back into a slot row it holds locked.
+//! - PostgreSQL, MySQL/MariaDB: `SELECT … ORDER BY record_id, slot FOR UPDATE` locks the rows in
+//!   key order and reads their latest values. Then, for each record, one of those rows is
+//!   updated to the sum and a `DELETE` removes exactly the others. A row a writer inserts in
+//!   between stays, counted once. Nothing is locked out of key order and nothing is inserted
+//!   once the rows are locked, so two maintenance jobs cannot deadlock each other on
+//!   PostgreSQL.
+//! - SQLite: `DELETE … RETURNING`, then the sums inserted; SQLite lets one writer in at a time.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use super::{CompactionReport, RecordFailure, MAINTENANCE_RETRY};
+use crate::count::{check_key, database_error, parse_total, sums};
+use crate::dialect::{CounterBackend, Dialect};
+use crate::error::{Error, Result};
+use crate::exec::{load_keyed, retried_transaction, Exec};
+use crate::key::{CounterKey, KeyValue, RawKey};
+use crate::retry::lost_a_deadlock;
+use crate::sql::maintenance::{
+    DeleteRows, InsertRows, OnConflict, RefreshCache, RowCount, RowId, Rows, RowsQuery, UpdateRows,
+};
+use crate::sql::read::{KeyPage, Keys};
+use crate::sql::{Buckets, Scope, SlotRow, SlotValue};
+use crate::table::{CacheSpec, CounterSpec};
+
+/// Rows per multi-row `INSERT` or `DELETE`: at most 5 binds a row, under every bind limit.
+pub(crate) const ROWS_PER_STATEMENT: usize = 4096;
+
+/// Rows per `UPDATE … CASE`: each row has a `WHEN` that every updated row is tested against.
+const ROWS_PER_UPDATE: usize = 512;
+
+/// What a fold writes back.
+#[derive(Clone, Copy)]
+pub(crate) enum Fold {
+    /// Each (record, bucket)'s sum, into one of its own slots.
+    Compact,
+    /// The records' buckets all into this bucket.
+    IntoBucket(i64),
+}
+
+/// Takes every row in `scope` to rewrite it, and returns the rows at their latest values. On
+/// PostgreSQL and MySQL they are locked, in key order, and still there; on SQLite they are
+/// deleted already. Must run inside a transaction; [`put_back`] then leaves what remains.
+async fn take_rows<E: Exec>(exec: &mut E, scope: Scope<'_>) -> Result<Vec<SlotRow>> {
+    let query = match E::Backend::DIALECT {
+        Dialect::Sqlite => RowsQuery::DeleteReturning(scope),
+        Dialect::Postgres | Dialect::Mysql => RowsQuery::Lock(scope),
+    };
+    load_keyed(exec, Rows(query), scope.spec.key_column_kind())
+        .await
+        .map_err(|e| database_error(scope.spec, e))
+}
+
+/// After [`take_rows`]: leaves exactly `result` in place of the `taken` rows. On PostgreSQL and
+/// MySQL a result row that was taken (locked) is updated in place and the other taken rows are
+/// deleted, so nothing is inserted over a locked range but the result rows that did not exist
+/// (folding old buckets into one that had no row); on SQLite, where the taken rows are gone
+/// already, the result rows are inserted.
+async fn put_back<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    taken: &[RowId<'_>],
+    result: &[RowCount<'_>],
+) -> Result<()> {
+    let fail = |e| database_error(spec, e);
+    let mut inserts: Vec<RowCount<'_>> = Vec::new();
+    if E::Backend::DIALECT == Dialect::Sqlite {
+        inserts.extend_from_slice(result);
+    } else {
+        let taken_ids: HashSet<&RowId<'_>> = taken.iter().collect();
+        let (updates, new): (Vec<_>, Vec<_>) = result
+            .iter()
+            .copied()
+            .partition(|(key, bucket, slot, _)| taken_ids.contains(&(*key, *bucket, *slot)));
+        let kept: HashSet<RowId<'_>> = updates.iter().map(|&(k, b, s, _)| (k, b, s)).collect();
+        let deletes: Vec<RowId<'_>> = taken
+            .iter()
+            .filter(|id| !kept.contains(id))
+            .copied()
+            .collect();
+        for chunk in deletes.chunks(ROWS_PER_STATEMENT) {
+            exec.execute(DeleteRows { spec, rows: chunk })
+                .await
+                .map_err(fail)?;
+        }
+        for chunk in updates.chunks(ROWS_PER_UPDATE) {
+            exec.execute(UpdateRows { spec, rows: chunk })
+                .await
+                .map_err(fail)?;
+        }
+        inserts = new;
+    }
+    for chunk in inserts.chunks(ROWS_PER_STATEMENT) {
+        let insert = InsertRows {
+            spec,
+            rows: chunk,
+            on_conflict: OnConflict::Fail,
+        };
+        exec.execute(insert).await.map_err(fail)?;
+    }
+    Ok(())
+}
+
+fn id_of(row: &SlotRow) -> RowId<'_> {
+    (row.key.as_value(), row.bucket, SlotValue::Bound(row.slot))
+}
+
+/// Folds the rows of `keys` in one transaction (a savepoint inside the caller's), rerun when it
+/// loses a deadlock. A record whose rows cannot be folded (their sum leaves `i64`) is left as it
+/// is and reported in [`CompactionReport::failed`]; the others are folded.
+pub(crate) async fn fold<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    keys: &[KeyValue<'_>],
+    buckets: Buckets,
+    how: Fold,
+) -> Result<CompactionReport> {
+    if keys.is_empty() {
+        return Ok(CompactionReport::default());
+    }
+    let scope = Scope {
+        spec,
+        keys,
+        buckets,
+    };
+    let done = retried_transaction!(
+        exec,
+        MAINTENANCE_RETRY,
+        lost_a_deadlock,
+        fold_once(exec, scope, how)
+    )?;
+    Ok(CompactionReport {
+        retries: u64::from(done.retries),
+        ..done.value
+    })
+}
+
+async fn fold_once<E: Exec>(exec: &mut E, scope: Scope<'_>, how: Fold) -> Result<CompactionReport> {
+    let spec = scope.spec;
+    let rows = take_rows(exec, scope).await?;
+    // Per (record, target bucket): the exact sum, and the slot it goes into: the smallest of
+    // the rows taken in the target bucket (one we hold), else the smallest taken.
+    let mut groups: BTreeMap<(&RawKey, i64), Group> = BTreeMap::new();
+    for row in &rows {
+        let target = match how {
+            Fold::Compact => row.bucket,
+            Fold::IntoBucket(bucket) => bucket,
+        };
+        let group = groups.entry((&row.key, target)).or_insert(Group {
+            in_target: None,
+            any: row.slot,
+            sum: 0,
+        });
+        if row.bucket == target {
+            group.in_target = Some(group.in_target.map_or(row.slot, |s| s.min(row.slot)));
+        }
+        group.any = group.any.min(row.slot);
+        group.sum += i128::from(row.count);
+    }
+    let mut poisoned: BTreeMap<&RawKey, i128> = BTreeMap::new();
+    let mut folded = Vec::with_capacity(groups.len());
+    for ((key, bucket), group) in groups {
+        match i64::try_from(group.sum) {
+            Ok(0) => {}
+            Ok(sum) => {
+                let slot = SlotValue::Bound(group.in_target.unwrap_or(group.any));
+                folded.push((key.as_value(), bucket, slot, sum));
+            }
+            Err(_) => {
+                poisoned.insert(key, group.sum);
+            }
+        }
+    }
+    let mut failed = Vec::with_capacity(poisoned.len());
+    for (key, sum) in &poisoned {
+        failed.push(RecordFailure {
+            key: format!("{key:?}"),
+            reason: format!(
+                "its slots add up to {sum}, outside i64: they cannot be folded into one row, \
+                 and were left as they are"
+            ),
+        });
+    }
+    let (mut taken, mut result) = (Vec::with_capacity(rows.len()), Vec::new());
+    for row in &rows {
+        if !poisoned.contains_key(&row.key) {
+            taken.push(id_of(row));
+        } else if E::Backend::DIALECT == Dialect::Sqlite {
+            // Deleted by the read already: put them back as they were.
+            let (key, bucket, slot) = id_of(row);
+            result.push((key, bucket, slot, row.count));
+        }
+    }
+    folded.retain(|(key, ..)| !poisoned.keys().any(|p| p.as_value() == *key));
+    result.extend_from_slice(&folded);
+    put_back(exec, spec, &taken, &result).await?;
+    Ok(CompactionReport {
+        records: (scope.keys.len() - poisoned.len()) as u64,
+        rows_before: taken.len() as u64,
+        rows_after: folded.len() as u64,
+        batches: 1,
+        retries: 0,
+        failed,
+    })
+}
+
+/// One record's rows on their way into one row.
+struct Group {
+    /// The smallest slot taken in the target bucket.
+    in_target: Option<i16>,
+    /// The smallest slot taken.
+    any: i16,
+    sum: i128,
+}
+
+/// The keys, checked, deduplicated and sorted: maintenance locks rows in key order.
+pub(crate) fn sorted_keys<'k, DB: CounterBackend, K: CounterKey>(
+    spec: &CounterSpec,
+    keys: &'k [K],
+) -> Result<Vec<KeyValue<'k>>> {
+    let sorted: BTreeSet<&K> = keys.iter().collect();
+    sorted
+        .into_iter()
+        .map(|k| check_key::<DB, K>(spec, k))
+        .collect()
+}
+
+/// Sets `key`'s count to `value` in one transaction, rerun when it loses a deadlock (see
+/// `Counter::set`).
+pub(crate) async fn set<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    key: KeyValue<'_>,
+    bucket: i64,
+    value: i64,
+) -> Result<()> {
+    retried_transaction!(
+        exec,
+        MAINTENANCE_RETRY,
+        lost_a_deadlock,
+        set_once(exec, spec, key, bucket, value)
+    )
+    .map(|_| ())
+}
+
+async fn set_once<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    key: KeyValue<'_>,
+    bucket: i64,
+    value: i64,
+) -> Result<()> {
+    let keys = [key];
+    let scope = Scope::new(spec, &keys);
+    let mut taken: Vec<SlotRow> = Vec::new();
+    // Hold every slot row a writer of this bucket could write to. A row missing now is created
+    // (and so held); a row a concurrent fold deletes between our insert and our lock is not
+    // seen by the lock, and its writer could then insert it anew, unordered with this set: so
+    // check that every slot is held, and create and lock again until it is. Locks only grow,
+    // so this ends; a fold holding rows makes us wait, then its deletions show here.
+    for _ in 0..=spec.slots {
+        let held: BTreeSet<i16> = taken
+            .iter()
+            .filter(|r| r.bucket == bucket)
+            .map(|r| r.slot)
+            .collect();
+        let missing: Vec<RowCount<'_>> = (0..spec.slots as i16)
+            .filter(|slot| !held.contains(slot))
+            .map(|slot| (key, bucket, SlotValue::Bound(slot), 0))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        for chunk in missing.chunks(ROWS_PER_STATEMENT) {
+            let insert = InsertRows {
+                spec,
+                rows: chunk,
+                on_conflict: OnConflict::Lock,
+            };
+            exec.execute(insert)
+                .await
+                .map_err(|e| database_error(spec, e))?;
+        }
+        let more = take_rows(exec, scope).await?;
+        if E::Backend::DIALECT == Dialect::Sqlite {
+            // Deleted by the read, under SQLite's one writer: nothing can come between.
+            taken.extend(more);
+            break;
+        }
+        taken = more;
+    }
+    let ids: Vec<RowId<'_>> = taken.iter().map(id_of).collect();
+    let value_row = [(key, bucket, SlotValue::Bound(0), value)];
+    put_back(exec, spec, &ids, if value == 0 { &[] } else { &value_row }).await
+}
+
+/// Calls `$on_page` (an expression using `$page: &[KeyValue]`) on pages of `$batch` (at most
+/// `MAX_PAGE`) record keys that have rows in `$buckets` needing a fold, in key order, until
+/// none is left, and adds up what it returns.
+macro_rules! for_each_page {
+    ($exec:ident, $spec:expr, $batch:expr, $buckets:expr, |$page:ident| $on_page:expr) => {{
+        let spec: &$crate::table::CounterSpec = $spec;
+        let limit = i64::try_from($batch.clamp(1, $crate::MAX_PAGE)).unwrap_or(1);
+        let mut after: Option<$crate::key::RawKey> = None;
+        let mut total = Default::default();
+        loop {
+            let scope = $crate::sql::Scope {
+                spec,
+                keys: &[],
+                buckets: $buckets,
+            };
+            let page = $crate::sql::read::KeyPage::Compactable {
+                scope,
+                after: after.as_ref().map($crate::key::RawKey::as_value),
+                limit,
+                all: $buckets != $crate::sql::Buckets::All,
+            };
+            let mut keys = match $crate::maintenance::fold::key_page($exec, page).await {
+                Ok(keys) => keys,
+                Err(e) => break Err(e),
+            };
+            keys.dedup();
+            let Some(last) = keys.last().cloned() else {
+                break Ok(total);
+            };
+            let $page: Vec<$crate::key::KeyValue<'_>> =
+                keys.iter().map($crate::key::RawKey::as_value).collect();
+            match $on_page.await {
+                Ok(part) => total += part,
+                Err(e) => break Err(e),
+            }
+            after = Some(last);
+        }
+    }};
+}
+pub(crate) use for_each_page;
+
+/// A page of keys.
+pub(crate) async fn key_page<E: Exec>(exec: &mut E, page: KeyPage<'_>) -> Result<Vec<RawKey>> {
+    let spec = match page {
+        KeyPage::Compactable { scope, .. } => scope.spec,
+        KeyPage::Parent { spec, .. } => spec,
+    };
+    load_keyed(exec, Keys(page), page.key_kind())
+        .await
+        .map_err(|e| database_error(spec, e))
+}
+
+/// Copies the totals of `keys` (sorted, distinct) into the cache column, one `UPDATE` per
+/// batch. A key whose total does not fit `i64` is skipped and reported.
+pub(crate) async fn refresh<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    cache: &CacheSpec,
+    keys: &[KeyValue<'_>],
+) -> Result<super::RefreshReport> {
+    let mut report = super::RefreshReport::default();
+    for batch in keys.chunks(super::MAINTENANCE_BATCH) {
+        // The totals come from a plain, non-locking read; the cache is then as fresh as it.
+        let mut totals: BTreeMap<KeyValue<'_>, Result<i64>> =
+            batch.iter().map(|&k| (k, Ok(0))).collect();
+        match sums(exec, spec, batch).await {
+            Ok(rows) => {
+                let found: std::collections::HashMap<RawKey, Option<String>> =
+                    rows.into_iter().map(|(key, sum)| (key, sum.0)).collect();
+                for (key, total) in totals.iter_mut() {
+                    let sum = found.get(&key.to_raw()).cloned().flatten();
+                    *total = parse_total(spec, key, sum);
+                }
+            }
+            // SQLite fails the whole `SUM` when one record overflows: find it key by key.
+            Err(Error::TotalOutOfRange { .. }) => {
+                for (key, total) in totals.iter_mut() {
+                    *total = sums(exec, spec, std::slice::from_ref(key))
+                        .await
+                        .and_then(|rows| {
+                            let sum = rows.into_iter().next().and_then(|(_, s)| s.0);
+                            parse_total(spec, key, sum)
+                        });
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        let mut pairs = Vec::with_capacity(totals.len());
+        for (key, total) in totals {
+            match total {
+                Ok(total) => pairs.push((key, total)),
+                Err(e @ Error::TotalOutOfRange { .. }) => report.failed.push(RecordFailure {
+                    key: format!("{key:?}"),
+                    reason: e.to_string(),
+                }),
+                Err(e) => return Err(e),
+            }
+        }
+        if pairs.is_empty() {
+            continue;
+        }
+        let updated = exec
+            .execute(RefreshCache {
+                cache,
+                totals: &pairs,
+            })
+            .await
+            .map_err(|e| database_error(spec, e))?;
+        report.updated += updated as u64;
+    }
+    Ok(report)
+}

@@ -1,0 +1,362 @@
+//! The statements of maintenance: the locking read of a fold, the row-exact `DELETE`, `UPDATE`
+//! and `INSERT` that put its result back, the cache roll-up, retention.
+
+use diesel::query_builder::{AstPass, QueryFragment};
+use diesel::QueryResult;
+
+use super::{
+    push_list, push_qualified, push_row_columns, push_row_match, push_tuple, statement,
+    varies_with_batch, Scope, SlotValue, BUCKET, COUNT, RECORD_ID, RECORD_TYPE, SLOT,
+};
+use crate::dialect::{CounterBackend, Dialect};
+use crate::key::KeyValue;
+use crate::table::{CacheSpec, CounterSpec, Storage};
+
+/// A slot row's identity: `(key, bucket, slot)`.
+pub(crate) type RowId<'a> = (KeyValue<'a>, i64, SlotValue);
+/// A slot row with its count: `(key, bucket, slot, count)`.
+pub(crate) type RowCount<'a> = (KeyValue<'a>, i64, SlotValue, i64);
+
+/// `bucket`, or a BIGINT 0 named `bucket` for counters without buckets.
+fn push_bucket_or_zero<DB: CounterBackend>(
+    out: &mut AstPass<'_, '_, DB>,
+    spec: &CounterSpec,
+) -> QueryResult<()> {
+    if spec.bucket.is_some() {
+        return out.push_identifier(BUCKET);
+    }
+    out.push_sql(match DB::DIALECT {
+        Dialect::Mysql => "CAST(0 AS SIGNED) AS ",
+        Dialect::Sqlite | Dialect::Postgres => "CAST(0 AS BIGINT) AS ",
+    });
+    out.push_identifier(BUCKET)?;
+    Ok(())
+}
+
+/// Statements that return whole slot rows: `(record_id, bucket, slot, count)`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RowsQuery<'a> {
+    /// `SELECT … ORDER BY record_id, bucket, slot FOR UPDATE`: locks in key order
+    /// (PostgreSQL, MySQL).
+    Lock(Scope<'a>),
+    /// `DELETE … RETURNING …`: exactly the rows deleted, at their latest values (SQLite).
+    DeleteReturning(Scope<'a>),
+}
+
+#[derive(Debug)]
+pub(crate) struct Rows<'a>(pub RowsQuery<'a>);
+
+impl<DB: CounterBackend> QueryFragment<DB> for Rows<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        let push_columns = |out: &mut AstPass<'_, 'b, DB>, spec: &CounterSpec| {
+            out.push_identifier(RECORD_ID)?;
+            out.push_sql(", ");
+            push_bucket_or_zero(out, spec)?;
+            out.push_sql(", ");
+            out.push_identifier(SLOT)?;
+            out.push_sql(", ");
+            out.push_identifier(COUNT)
+        };
+        match &self.0 {
+            RowsQuery::Lock(scope) => {
+                out.push_sql("SELECT ");
+                push_columns(&mut out, scope.spec)?;
+                out.push_sql(" FROM ");
+                out.push_identifier(scope.spec.table)?;
+                scope.push_where(&mut out)?;
+                out.push_sql(" ORDER BY ");
+                out.push_identifier(RECORD_ID)?;
+                if scope.spec.bucket.is_some() {
+                    out.push_sql(", ");
+                    out.push_identifier(BUCKET)?;
+                }
+                out.push_sql(", ");
+                out.push_identifier(SLOT)?;
+                out.push_sql(" FOR UPDATE");
+            }
+            RowsQuery::DeleteReturning(scope) => {
+                out.push_sql("DELETE FROM ");
+                out.push_identifier(scope.spec.table)?;
+                scope.push_where(&mut out)?;
+                out.push_sql(" RETURNING ");
+                push_columns(&mut out, scope.spec)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `WHERE ([record_type,] record_id, [bucket,] slot) IN ((…), …)` (MySQL): exactly `rows`, each
+/// found by its whole primary key, so that after the locking read a fold touches exactly the rows
+/// it holds. A list of one row is written twice: MariaDB turns `(…) IN ((…))` into a row
+/// equality, which it does not look up by the key, and an `UPDATE` or `DELETE` scanning the table
+/// in REPEATABLE READ locks every row it scans.
+pub(crate) fn push_where_rows<'b, DB: CounterBackend, R>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    rows: &'b [R],
+    row: impl Fn(&'b R) -> (&'b KeyValue<'b>, &'b i64, &'b SlotValue),
+) -> QueryResult<()> {
+    out.push_sql(" WHERE (");
+    push_row_columns(out, spec)?;
+    out.push_sql(") IN (");
+    let push_row = |out: &mut AstPass<'_, 'b, DB>, r: &'b R| {
+        let (key, bucket, slot) = row(r);
+        push_tuple(out, spec, true, key, bucket, slot, None)
+    };
+    push_list(out, rows, push_row)?;
+    if let [only] = rows {
+        out.push_sql(", ");
+        push_row(out, only)?;
+    }
+    out.push_sql(")");
+    Ok(())
+}
+
+/// `(VALUES (?, [?,] ?[, ?]), …) AS slotted_rows (record_id, [bucket,] slot[, count]) WHERE
+/// [t.record_type = ? AND] t.record_id = slotted_rows.record_id AND …` (PostgreSQL): `rows` as a
+/// table joined to the counter table by its primary key. PostgreSQL does not look a row
+/// constructor `IN` list up by the key: with thousands of rows it scanned the table for each.
+pub(crate) fn push_rows_join<'b, DB: CounterBackend, R>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    rows: &'b [R],
+    row: impl Fn(&'b R) -> (&'b KeyValue<'b>, &'b i64, &'b SlotValue, Option<&'b i64>),
+) -> QueryResult<()> {
+    let with_count = rows.first().is_some_and(|r| row(r).3.is_some());
+    out.push_sql("(VALUES ");
+    // `record_type` is one value for the whole statement: joined on below, not in each row.
+    push_list(out, rows, |out, r| {
+        let (key, bucket, slot, count) = row(r);
+        push_tuple(out, spec, false, key, bucket, slot, count)
+    })?;
+    out.push_sql(") AS slotted_rows (");
+    out.push_identifier(RECORD_ID)?;
+    let mut joined = vec![RECORD_ID];
+    if spec.bucket.is_some() {
+        out.push_sql(", ");
+        out.push_identifier(BUCKET)?;
+        joined.push(BUCKET);
+    }
+    out.push_sql(", ");
+    out.push_identifier(SLOT)?;
+    joined.push(SLOT);
+    if with_count {
+        out.push_sql(", ");
+        out.push_identifier(COUNT)?;
+    }
+    out.push_sql(") WHERE 1 = 1");
+    if let Storage::Shared { record_type } = &spec.storage {
+        out.push_sql(" AND ");
+        push_qualified(out, spec.table, RECORD_TYPE)?;
+        out.push_sql(" = ");
+        DB::push_text(out, record_type)?;
+    }
+    for column in joined {
+        out.push_sql(" AND ");
+        push_qualified(out, spec.table, column)?;
+        out.push_sql(" = slotted_rows.");
+        out.push_identifier(column)?;
+    }
+    Ok(())
+}
+
+/// `DELETE FROM t WHERE (<key>) IN ((…), …)`, or on PostgreSQL `DELETE FROM t USING (VALUES …)
+/// AS slotted_rows (…) WHERE <join>`: exactly the rows a `Lock` read (PostgreSQL, MySQL).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeleteRows<'a> {
+    pub spec: &'a CounterSpec,
+    pub rows: &'a [RowId<'a>],
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for DeleteRows<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        out.push_sql("DELETE FROM ");
+        out.push_identifier(self.spec.table)?;
+        if DB::DIALECT == Dialect::Postgres {
+            out.push_sql(" USING ");
+            return push_rows_join(&mut out, self.spec, self.rows, |(k, b, s)| (k, b, s, None));
+        }
+        push_where_rows(&mut out, self.spec, self.rows, |(k, b, s)| (k, b, s))
+    }
+}
+
+/// What a multi-row `INSERT` does with a row that exists already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnConflict {
+    /// Fails: the rows are known not to exist.
+    Fail,
+    /// Leaves it, and does not count it (pre-creating slots): `INSERT IGNORE` on MySQL, not
+    /// `ON DUPLICATE KEY UPDATE`, which Diesel's CLIENT_FOUND_ROWS would count as a row
+    /// written. Keys are length-checked before they get here and the other values are integers,
+    /// so IGNORE has no other error to hide.
+    Skip,
+    /// Leaves it, and on MySQL locks it exclusively at once (`ON DUPLICATE KEY UPDATE count =
+    /// count`): `INSERT IGNORE` would take a shared lock that the locking read after it must
+    /// upgrade, and two such upgrades deadlock. PostgreSQL's `DO NOTHING` locks nothing.
+    Lock,
+}
+
+/// A multi-row `INSERT` of `(key, bucket, slot, count)` rows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InsertRows<'a> {
+    pub spec: &'a CounterSpec,
+    pub rows: &'a [RowCount<'a>],
+    pub on_conflict: OnConflict,
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for InsertRows<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        out.push_sql(match (self.on_conflict, DB::DIALECT) {
+            (OnConflict::Skip, Dialect::Mysql) => "INSERT IGNORE INTO ",
+            _ => "INSERT INTO ",
+        });
+        out.push_identifier(self.spec.table)?;
+        out.push_sql(" (");
+        push_row_columns(&mut out, self.spec)?;
+        out.push_sql(", ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(") VALUES ");
+        let spec = self.spec;
+        push_list(&mut out, self.rows, |out, (key, bucket, slot, count)| {
+            push_tuple(out, spec, true, key, bucket, slot, Some(count))
+        })?;
+        match (self.on_conflict, DB::DIALECT) {
+            (OnConflict::Fail, _) | (OnConflict::Skip, Dialect::Mysql) => {}
+            (OnConflict::Lock, Dialect::Mysql) => {
+                out.push_sql(" ON DUPLICATE KEY UPDATE ");
+                out.push_identifier(COUNT)?;
+                out.push_sql(" = ");
+                out.push_identifier(COUNT)?;
+            }
+            (_, Dialect::Sqlite | Dialect::Postgres) => out.push_sql(" ON CONFLICT DO NOTHING"),
+        }
+        Ok(())
+    }
+}
+
+/// New counts for rows this transaction holds locked: `UPDATE t SET count = CASE WHEN <row> THEN
+/// ? … ELSE count END WHERE (<key>) IN (…)`, or on PostgreSQL `UPDATE t SET count =
+/// slotted_rows.count FROM (VALUES …) AS slotted_rows (…) WHERE <join>`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UpdateRows<'a> {
+    pub spec: &'a CounterSpec,
+    pub rows: &'a [RowCount<'a>],
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        let spec = self.spec;
+        out.push_sql("UPDATE ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" SET ");
+        out.push_identifier(COUNT)?;
+        if DB::DIALECT == Dialect::Postgres {
+            out.push_sql(" = slotted_rows.");
+            out.push_identifier(COUNT)?;
+            out.push_sql(" FROM ");
+            return push_rows_join(&mut out, spec, self.rows, |(k, b, s, c)| (k, b, s, Some(c)));
+        }
+        out.push_sql(" = CASE");
+        // `record_type` is fixed by the WHERE below.
+        for (key, bucket, slot, count) in self.rows {
+            out.push_sql(" WHEN ");
+            push_row_match(&mut out, spec, key, bucket, slot)?;
+            out.push_sql(" THEN ");
+            DB::push_big_int(&mut out, count)?;
+        }
+        out.push_sql(" ELSE ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(" END");
+        push_where_rows(&mut out, spec, self.rows, |(k, b, s, _)| (k, b, s))
+    }
+}
+
+/// `UPDATE parent SET cache = CASE key WHEN ? THEN ? … ELSE cache END WHERE key IN (…)`, locking
+/// the parent rows in key order, in one statement.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RefreshCache<'a> {
+    pub cache: &'a CacheSpec,
+    /// Sorted by key.
+    pub totals: &'a [(KeyValue<'a>, i64)],
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        let CacheSpec {
+            table,
+            key_column,
+            column,
+        } = *self.cache;
+        out.push_sql("UPDATE ");
+        out.push_identifier(table)?;
+        out.push_sql(" SET ");
+        out.push_identifier(column)?;
+        out.push_sql(" = CASE ");
+        push_qualified(&mut out, table, key_column)?;
+        for (key, total) in self.totals {
+            out.push_sql(" WHEN ");
+            DB::push_key(&mut out, key)?;
+            out.push_sql(" THEN ");
+            DB::push_big_int(&mut out, total)?;
+        }
+        out.push_sql(" ELSE ");
+        push_qualified(&mut out, table, column)?;
+        out.push_sql(" END");
+        let push_keys = |out: &mut AstPass<'_, 'b, DB>| {
+            out.push_identifier(key_column)?;
+            out.push_sql(" IN (");
+            push_list(out, self.totals, |out, (key, _)| DB::push_key(out, key))?;
+            out.push_sql(")");
+            Ok::<(), diesel::result::Error>(())
+        };
+        match DB::DIALECT {
+            // Lock the rows in key order first, in the same statement.
+            Dialect::Postgres => {
+                out.push_sql(" FROM (SELECT ");
+                out.push_identifier(key_column)?;
+                out.push_sql(" FROM ");
+                out.push_identifier(table)?;
+                out.push_sql(" WHERE ");
+                push_keys(&mut out)?;
+                out.push_sql(" ORDER BY ");
+                out.push_identifier(key_column)?;
+                out.push_sql(" FOR UPDATE) AS slotted_locked WHERE ");
+                push_qualified(&mut out, table, key_column)?;
+                out.push_sql(" = slotted_locked.");
+                out.push_identifier(key_column)?;
+            }
+            Dialect::Mysql => {
+                out.push_sql(" WHERE ");
+                push_keys(&mut out)?;
+                out.push_sql(" ORDER BY ");
+                out.push_identifier(key_column)?;
+            }
+            Dialect::Sqlite => {
+                out.push_sql(" WHERE ");
+                push_keys(&mut out)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `DELETE FROM t WHERE … AND bucket < ?`: retention.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeleteScope<'a>(pub Scope<'a>);
+
+impl<DB: CounterBackend> QueryFragment<DB> for DeleteScope<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        out.push_sql("DELETE FROM ");
+        out.push_identifier(self.0.spec.table)?;
+        self.0.push_where(&mut out)
+    }
+}
+
+statement!(by_text: Rows, DeleteRows, InsertRows, UpdateRows, RefreshCache, DeleteScope);

@@ -1,0 +1,396 @@
+//! Every statement slotted runs, as values: small [`QueryFragment`]s whose text depends only on
+//! the counter table, the backend and the number of keys or rows, never on the values, which
+//! are all bound. The same values run on a sync Diesel connection and on a diesel-async one
+//! ([`crate::exec`]); nothing here does I/O.
+//!
+//! - [`write`]: the increment (an upsert into one slot), the prefill `UPDATE`, the multi-row
+//!   upsert of a buffer flush.
+//! - [`read`]: totals, pages of keys.
+//! - [`maintenance`]: the locking read, the row-exact `DELETE`/`UPDATE`/`INSERT` of a fold, the
+//!   cache roll-up, retention.
+//!
+//! The DDL of a counter table is in [`crate::migration`], as text for diesel CLI folders.
+
+pub(crate) mod maintenance;
+pub(crate) mod read;
+pub(crate) mod write;
+
+use std::marker::PhantomData;
+
+use diesel::backend::Backend;
+use diesel::deserialize::{self, QueryableByName};
+use diesel::query_builder::AstPass;
+use diesel::row::NamedRow;
+use diesel::QueryResult;
+
+use crate::dialect::{CounterBackend, Dialect};
+use crate::key::{KeyKind, KeyValue, RawKey};
+use crate::table::{CounterSpec, Storage};
+
+pub(crate) const RECORD_TYPE: &str = "record_type";
+pub(crate) const RECORD_ID: &str = "record_id";
+pub(crate) const BUCKET: &str = "bucket";
+pub(crate) const SLOT: &str = "slot";
+pub(crate) const COUNT: &str = "count";
+/// The alias of a `SUM` read back by name.
+pub(crate) const TOTAL: &str = "slotted_total";
+
+/// Which buckets of a bucketed counter a statement touches; `All` for other counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Buckets {
+    All,
+    /// `from <= bucket < to`.
+    Range(i64, i64),
+    /// `bucket < before`.
+    Before(i64),
+}
+
+/// The rows of some records of one counter: `WHERE [record_type = ? AND] record_id IN (…)
+/// [AND bucket …]`. An empty key list means every record.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scope<'a> {
+    pub spec: &'a CounterSpec,
+    pub keys: &'a [KeyValue<'a>],
+    pub buckets: Buckets,
+}
+
+impl<'a> Scope<'a> {
+    pub fn new(spec: &'a CounterSpec, keys: &'a [KeyValue<'a>]) -> Self {
+        Scope {
+            spec,
+            keys,
+            buckets: Buckets::All,
+        }
+    }
+
+    pub(crate) fn push_where<'b, DB: CounterBackend>(
+        &'b self,
+        out: &mut AstPass<'_, 'b, DB>,
+    ) -> QueryResult<()> {
+        out.push_sql(" WHERE 1 = 1");
+        push_record_type(out, self.spec)?;
+        match self.keys {
+            [] => {}
+            [key] => {
+                out.push_sql(" AND ");
+                out.push_identifier(RECORD_ID)?;
+                out.push_sql(" = ");
+                DB::push_key(out, key)?;
+            }
+            keys => {
+                out.push_sql(" AND ");
+                out.push_identifier(RECORD_ID)?;
+                out.push_sql(" IN (");
+                push_list(out, keys, |out, key| DB::push_key(out, key))?;
+                out.push_sql(")");
+            }
+        }
+        let mut bound = |op: &str, value: &'b i64| {
+            out.push_sql(" AND ");
+            out.push_identifier(BUCKET)?;
+            out.push_sql(op);
+            DB::push_big_int(out, value)
+        };
+        match &self.buckets {
+            Buckets::All => Ok(()),
+            Buckets::Range(from, to) => bound(" >= ", from).and_then(|()| bound(" < ", to)),
+            Buckets::Before(before) => bound(" < ", before),
+        }
+    }
+}
+
+pub(crate) fn push_record_type<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+) -> QueryResult<()> {
+    if let Storage::Shared { record_type } = &spec.storage {
+        out.push_sql(" AND ");
+        out.push_identifier(RECORD_TYPE)?;
+        out.push_sql(" = ");
+        DB::push_text(out, record_type)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn push_list<'b, DB: Backend, T>(
+    out: &mut AstPass<'_, 'b, DB>,
+    items: &'b [T],
+    mut push: impl FnMut(&mut AstPass<'_, 'b, DB>, &'b T) -> QueryResult<()>,
+) -> QueryResult<()> {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_sql(", ");
+        }
+        push(out, item)?;
+    }
+    Ok(())
+}
+
+/// The primary-key columns, ending with `slot`, as a comma-separated list.
+pub(crate) fn push_row_columns<DB: Backend>(
+    out: &mut AstPass<'_, '_, DB>,
+    spec: &CounterSpec,
+) -> QueryResult<()> {
+    if matches!(spec.storage, Storage::Shared { .. }) {
+        out.push_identifier(RECORD_TYPE)?;
+        out.push_sql(", ");
+    }
+    out.push_identifier(RECORD_ID)?;
+    if spec.bucket.is_some() {
+        out.push_sql(", ");
+        out.push_identifier(BUCKET)?;
+    }
+    out.push_sql(", ");
+    out.push_identifier(SLOT)
+}
+
+/// Where a write's slot comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum SlotValue {
+    /// Chosen in Rust and bound.
+    Bound(i16),
+    /// The server's identity of the connection, modulo this many slots: PostgreSQL's backend
+    /// PID, MySQL's connection id (SQLite has none: the caller binds a slot instead).
+    Connection(i64),
+}
+
+impl SlotValue {
+    pub(crate) fn push<'b, DB: CounterBackend>(
+        &'b self,
+        out: &mut AstPass<'_, 'b, DB>,
+    ) -> QueryResult<()> {
+        match self {
+            SlotValue::Bound(slot) => DB::push_small_int(out, slot),
+            SlotValue::Connection(slots) => {
+                out.push_sql(match DB::DIALECT {
+                    Dialect::Postgres => "CAST(pg_backend_pid() % ",
+                    Dialect::Mysql => "MOD(CONNECTION_ID(), ",
+                    // Never chosen on SQLite; a bound slot 0 would be just as valid.
+                    Dialect::Sqlite => "(0 * ",
+                });
+                DB::push_big_int(out, slots)?;
+                out.push_sql(match DB::DIALECT {
+                    Dialect::Postgres => " AS SMALLINT)",
+                    Dialect::Mysql | Dialect::Sqlite => ")",
+                });
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One row's values in the order of [`push_row_columns`], then `count` if given; `record_type`
+/// only for shared storage and when `with_record_type`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn push_tuple<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    with_record_type: bool,
+    key: &'b KeyValue<'_>,
+    bucket: &'b i64,
+    slot: &'b SlotValue,
+    count: Option<&'b i64>,
+) -> QueryResult<()> {
+    out.push_sql("(");
+    if let (true, Storage::Shared { record_type }) = (with_record_type, &spec.storage) {
+        DB::push_text(out, record_type)?;
+        out.push_sql(", ");
+    }
+    DB::push_key(out, key)?;
+    if spec.bucket.is_some() {
+        out.push_sql(", ");
+        DB::push_big_int(out, bucket)?;
+    }
+    out.push_sql(", ");
+    slot.push(out)?;
+    if let Some(count) = count {
+        out.push_sql(", ");
+        DB::push_big_int(out, count)?;
+    }
+    out.push_sql(")");
+    Ok(())
+}
+
+/// `record_id = ? [AND bucket = ?] AND slot = ?`: one slot row of the counter.
+pub(crate) fn push_row_match<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &CounterSpec,
+    key: &'b KeyValue<'_>,
+    bucket: &'b i64,
+    slot: &'b SlotValue,
+) -> QueryResult<()> {
+    out.push_identifier(RECORD_ID)?;
+    out.push_sql(" = ");
+    DB::push_key(out, key)?;
+    if spec.bucket.is_some() {
+        out.push_sql(" AND ");
+        out.push_identifier(BUCKET)?;
+        out.push_sql(" = ");
+        DB::push_big_int(out, bucket)?;
+    }
+    out.push_sql(" AND ");
+    out.push_identifier(SLOT)?;
+    out.push_sql(" = ");
+    slot.push(out)
+}
+
+pub(crate) fn push_qualified<DB: Backend>(
+    out: &mut AstPass<'_, '_, DB>,
+    table: &str,
+    column: &str,
+) -> QueryResult<()> {
+    out.push_identifier(table)?;
+    out.push_sql(".");
+    out.push_identifier(column)
+}
+
+/// How Diesel's per-connection statement cache finds a prepared statement: by its SQL text
+/// ([`ByText`]: Diesel builds the text on every call to look it up), or by a Rust type
+/// ([`ByType`]: the text is built once, when the statement is first prepared).
+#[doc(hidden)]
+pub trait CacheBy: Send + 'static {
+    const BY_TYPE: bool;
+}
+
+/// Cached by SQL text: for statements whose text varies with their arguments.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub enum ByText {}
+
+impl CacheBy for ByText {
+    const BY_TYPE: bool = false;
+}
+
+/// Cached by the counter table type `T`: only for a statement whose text, on one connection,
+/// is fixed by `T::SPEC` (the hot path: an increment, a total). `fn() -> T` keeps it `Send`
+/// and `Sync` whatever `T` is, so futures holding a statement stay `Send`.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct ByType<T>(PhantomData<fn() -> T>);
+
+impl<T: 'static> CacheBy for ByType<T> {
+    const BY_TYPE: bool = true;
+}
+
+/// For a statement whose text varies with the number of keys or rows it carries: prepared for
+/// this call and closed after it, never kept in the connection's statement cache, which would
+/// otherwise keep one prepared statement per batch size seen, forever (on MySQL and MariaDB,
+/// toward the server-wide `max_prepared_stmt_count`). Maintenance statements only, where a
+/// prepare is small beside the batch.
+pub(crate) fn varies_with_batch<DB: Backend>(out: &mut AstPass<'_, '_, DB>) {
+    out.unsafe_to_cache_prepared();
+}
+
+/// A row type a statement returns, read by column name (the statements' `SqlType` is
+/// `Untyped`), given the SQL type of the key column.
+pub(crate) trait FromCounterRow: Sized + Send + 'static {
+    fn from_row<'a, DB: CounterBackend>(
+        row: &impl NamedRow<'a, DB>,
+        key: KeyKind,
+    ) -> deserialize::Result<Self>;
+}
+
+/// The key column's SQL type, as a type, so that Diesel's `QueryableByName` (which gets no
+/// arguments) knows it; `exec::load_keyed` picks the marker from the spec.
+pub(crate) trait KeyKindOf: Send + 'static {
+    const KIND: KeyKind;
+}
+pub(crate) enum IntegerKey {}
+pub(crate) enum BigIntKey {}
+pub(crate) enum TextKey {}
+impl KeyKindOf for IntegerKey {
+    const KIND: KeyKind = KeyKind::Integer;
+}
+impl KeyKindOf for BigIntKey {
+    const KIND: KeyKind = KeyKind::BigInt;
+}
+impl KeyKindOf for TextKey {
+    const KIND: KeyKind = KeyKind::Text;
+}
+
+/// A row of type `R` whose key column has the SQL type `K`.
+pub(crate) struct Keyed<K, R>(pub R, pub PhantomData<fn() -> K>);
+
+impl<DB: CounterBackend, K: KeyKindOf, R: FromCounterRow> QueryableByName<DB> for Keyed<K, R> {
+    fn build<'a>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
+        R::from_row(row, K::KIND).map(|r| Keyed(r, PhantomData))
+    }
+}
+
+/// One slot row, as maintenance reads or deletes it. `bucket` is 0 for counters without buckets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SlotRow {
+    pub key: RawKey,
+    pub bucket: i64,
+    pub slot: i16,
+    pub count: i64,
+}
+
+impl FromCounterRow for SlotRow {
+    fn from_row<'a, DB: CounterBackend>(
+        row: &impl NamedRow<'a, DB>,
+        key: KeyKind,
+    ) -> deserialize::Result<Self> {
+        Ok(SlotRow {
+            key: DB::read_key(row, RECORD_ID, key)?,
+            bucket: DB::read_big_int(row, BUCKET)?,
+            slot: DB::read_small_int(row, SLOT)?,
+            count: DB::read_big_int(row, COUNT)?,
+        })
+    }
+}
+
+impl FromCounterRow for RawKey {
+    fn from_row<'a, DB: CounterBackend>(
+        row: &impl NamedRow<'a, DB>,
+        key: KeyKind,
+    ) -> deserialize::Result<Self> {
+        DB::read_key(row, RECORD_ID, key)
+    }
+}
+
+/// A `SUM` as text (NUMERIC on PostgreSQL, DECIMAL on MySQL: as text it converts to `i64`
+/// exactly, or says by how much it does not fit); `None` when there was no row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sum(pub Option<String>);
+
+impl<DB: CounterBackend> QueryableByName<DB> for Sum {
+    fn build<'a>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
+        DB::read_nullable_text(row, TOTAL).map(Sum)
+    }
+}
+
+impl FromCounterRow for (RawKey, Sum) {
+    fn from_row<'a, DB: CounterBackend>(
+        row: &impl NamedRow<'a, DB>,
+        key: KeyKind,
+    ) -> deserialize::Result<Self> {
+        Ok((
+            DB::read_key(row, RECORD_ID, key)?,
+            Sum(DB::read_nullable_text(row, TOTAL)?),
+        ))
+    }
+}
+
+/// Implements Diesel's `QueryId` and sync `RunQueryDsl` for a statement type.
+///
+/// `cached: T` (the hot path): cached by text or by counter type as its `K: CacheBy` says.
+/// `by_text: T`: the statement's text varies with its arguments, so Diesel caches a prepared
+/// statement by its text, or not at all ([`varies_with_batch`]).
+macro_rules! statement {
+    (cached: $($ty:ident),*) => {$(
+        impl<K: $crate::sql::CacheBy> diesel::query_builder::QueryId for $ty<'_, K> {
+            type QueryId = ($ty<'static>, K);
+            const HAS_STATIC_QUERY_ID: bool = K::BY_TYPE;
+        }
+        impl<Conn, K> diesel::RunQueryDsl<Conn> for $ty<'_, K> {}
+    )*};
+    (by_text: $($ty:ident),*) => {$(
+        impl diesel::query_builder::QueryId for $ty<'_> {
+            type QueryId = ();
+            const HAS_STATIC_QUERY_ID: bool = false;
+        }
+        impl<Conn> diesel::RunQueryDsl<Conn> for $ty<'_> {}
+    )*};
+}
+pub(crate) use statement;

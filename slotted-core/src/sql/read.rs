@@ -1,0 +1,150 @@
+//! The reads: one record's total, many records' totals, pages of keys.
+
+use std::marker::PhantomData;
+
+use diesel::query_builder::{AstPass, QueryFragment};
+use diesel::QueryResult;
+
+use super::{statement, ByText, Scope, BUCKET, COUNT, RECORD_ID, TOTAL};
+use crate::dialect::{CounterBackend, Dialect};
+use crate::key::KeyValue;
+use crate::table::{CacheSpec, CounterSpec};
+
+/// `CAST(SUM(count) AS TEXT) AS slotted_total`: the sum is NUMERIC on PostgreSQL and DECIMAL on
+/// MySQL; as text it converts to `i64` exactly, or says by how much it does not fit.
+fn push_sum_as_text<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>) -> QueryResult<()> {
+    out.push_sql("CAST(SUM(");
+    out.push_identifier(COUNT)?;
+    out.push_sql(match DB::DIALECT {
+        Dialect::Mysql => ") AS CHAR) AS ",
+        Dialect::Sqlite | Dialect::Postgres => ") AS TEXT) AS ",
+    });
+    out.push_identifier(TOTAL)
+}
+
+/// `SELECT CAST(SUM(count) AS TEXT) FROM t WHERE …`: one row, NULL when no slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SumOne<'a, K = ByText>(pub Scope<'a>, pub PhantomData<K>);
+
+impl<DB: CounterBackend, K> QueryFragment<DB> for SumOne<'_, K> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        out.push_sql("SELECT ");
+        push_sum_as_text(&mut out)?;
+        out.push_sql(" FROM ");
+        out.push_identifier(self.0.spec.table)?;
+        self.0.push_where(&mut out)
+    }
+}
+
+/// `SELECT record_id, CAST(SUM(count) AS TEXT) FROM t WHERE … GROUP BY record_id`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SumMany<'a>(pub Scope<'a>);
+
+impl<DB: CounterBackend> QueryFragment<DB> for SumMany<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        out.push_sql("SELECT ");
+        out.push_identifier(RECORD_ID)?;
+        out.push_sql(", ");
+        push_sum_as_text(&mut out)?;
+        out.push_sql(" FROM ");
+        out.push_identifier(self.0.spec.table)?;
+        self.0.push_where(&mut out)?;
+        out.push_sql(" GROUP BY ");
+        out.push_identifier(RECORD_ID)
+    }
+}
+
+/// A page of record keys in key order, after `after`: of the counter's records that need
+/// compaction (`Compactable`), or of the model's table (`Parent`, for cache roll-ups).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KeyPage<'a> {
+    /// `all`: every record with rows in the scope, not only those with several rows or a 0.
+    Compactable {
+        scope: Scope<'a>,
+        after: Option<KeyValue<'a>>,
+        limit: i64,
+        all: bool,
+    },
+    Parent {
+        spec: &'a CounterSpec,
+        cache: &'a CacheSpec,
+        after: Option<KeyValue<'a>>,
+        limit: i64,
+    },
+}
+
+impl KeyPage<'_> {
+    /// The SQL type of the keys it returns.
+    pub(crate) fn key_kind(&self) -> crate::key::KeyKind {
+        match self {
+            KeyPage::Compactable { scope, .. } => scope.spec.key_column_kind(),
+            KeyPage::Parent { spec, .. } => spec.key,
+        }
+    }
+}
+
+/// The keys of a [`KeyPage`], as `record_id`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keys<'a>(pub KeyPage<'a>);
+
+impl<DB: CounterBackend> QueryFragment<DB> for Keys<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let (column, after, limit) = match &self.0 {
+            KeyPage::Compactable {
+                scope,
+                after,
+                limit,
+                ..
+            } => {
+                // Records whose rows can shrink: several slots, or a zero count.
+                out.push_sql("SELECT ");
+                out.push_identifier(RECORD_ID)?;
+                out.push_sql(" FROM ");
+                out.push_identifier(scope.spec.table)?;
+                scope.push_where(&mut out)?;
+                (RECORD_ID, after, limit)
+            }
+            KeyPage::Parent {
+                cache,
+                after,
+                limit,
+                ..
+            } => {
+                out.push_sql("SELECT ");
+                out.push_identifier(cache.key_column)?;
+                out.push_sql(" AS ");
+                out.push_identifier(RECORD_ID)?;
+                out.push_sql(" FROM ");
+                out.push_identifier(cache.table)?;
+                out.push_sql(" WHERE 1 = 1");
+                (cache.key_column, after, limit)
+            }
+        };
+        if let Some(after) = after {
+            out.push_sql(" AND ");
+            out.push_identifier(column)?;
+            out.push_sql(" > ");
+            DB::push_key(&mut out, after)?;
+        }
+        if let KeyPage::Compactable { scope, all, .. } = &self.0 {
+            out.push_sql(" GROUP BY ");
+            out.push_identifier(RECORD_ID)?;
+            if scope.spec.bucket.is_some() && !all {
+                out.push_sql(", ");
+                out.push_identifier(BUCKET)?;
+            }
+            if !all {
+                out.push_sql(" HAVING COUNT(*) > 1 OR SUM(");
+                out.push_identifier(COUNT)?;
+                out.push_sql(") = 0");
+            }
+        }
+        out.push_sql(" ORDER BY ");
+        out.push_identifier(column)?;
+        out.push_sql(" LIMIT ");
+        DB::push_big_int(&mut out, limit)
+    }
+}
+
+statement!(cached: SumOne);
+statement!(by_text: SumMany, Keys);

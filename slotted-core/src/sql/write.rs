@@ -1,0 +1,229 @@
+//! The writes of the hot path: an upsert into one slot, the `UPDATE` of a pre-created slot, and
+//! the key-ordered multi-row upsert a buffer flushes.
+
+use std::marker::PhantomData;
+
+use diesel::query_builder::{AstPass, QueryFragment};
+use diesel::QueryResult;
+
+use super::{
+    push_list, push_qualified, push_record_type, push_row_columns, push_row_match, push_tuple,
+    statement, ByText, SlotValue, COUNT,
+};
+use crate::dialect::{CounterBackend, Dialect};
+use crate::key::KeyValue;
+use crate::table::CounterSpec;
+
+/// PostgreSQL and SQLite: `AND` a condition true when `count + delta` stays within BIGINT. An
+/// overflowing sum would abort a PostgreSQL transaction and silently turn into a REAL on
+/// SQLite; with the guard the statement updates no row instead, which the caller reports as
+/// `Error::Overflow`. CASE keeps either subtraction in range. (MySQL raises error 1690, which
+/// rolls back the statement alone.)
+fn push_overflow_guard<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    current: impl Fn(&mut AstPass<'_, 'b, DB>) -> QueryResult<()>,
+    delta: impl Fn(&mut AstPass<'_, 'b, DB>) -> QueryResult<()>,
+) -> QueryResult<()> {
+    out.push_sql(" AND CASE WHEN ");
+    delta(out)?;
+    out.push_sql(" >= 0 THEN ");
+    current(out)?;
+    out.push_sql(" <= 9223372036854775807 - ");
+    delta(out)?;
+    out.push_sql(" ELSE ");
+    current(out)?;
+    out.push_sql(" >= (-9223372036854775807 - 1) - ");
+    delta(out)?;
+    out.push_sql(" END");
+    Ok(())
+}
+
+/// `ON CONFLICT (…) DO UPDATE SET count = t.count + excluded.count WHERE <no overflow>`
+/// (PostgreSQL, SQLite), for one row or many.
+fn push_on_conflict_add<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+) -> QueryResult<()> {
+    let table = spec.table;
+    out.push_sql(" ON CONFLICT (");
+    push_row_columns(out, spec)?;
+    out.push_sql(") DO UPDATE SET ");
+    out.push_identifier(COUNT)?;
+    out.push_sql(" = ");
+    push_qualified(out, table, COUNT)?;
+    out.push_sql(" + excluded.");
+    out.push_identifier(COUNT)?;
+    out.push_sql(" WHERE 1 = 1");
+    push_overflow_guard(
+        out,
+        |out| push_qualified(out, table, COUNT),
+        |out| {
+            out.push_sql("excluded.");
+            out.push_identifier(COUNT)
+        },
+    )
+}
+
+fn push_insert_into<DB: CounterBackend>(
+    out: &mut AstPass<'_, '_, DB>,
+    spec: &CounterSpec,
+) -> QueryResult<()> {
+    out.push_sql("INSERT INTO ");
+    out.push_identifier(spec.table)?;
+    out.push_sql(" (");
+    push_row_columns(out, spec)?;
+    out.push_sql(", ");
+    out.push_identifier(COUNT)?;
+    out.push_sql(") VALUES ");
+    Ok(())
+}
+
+/// `INSERT … ON CONFLICT/ON DUPLICATE KEY … count = count + delta` into one slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AddToSlot<'a, K = ByText> {
+    pub spec: &'a CounterSpec,
+    pub key: KeyValue<'a>,
+    pub bucket: i64,
+    pub slot: SlotValue,
+    pub delta: i64,
+    pub cache: PhantomData<K>,
+}
+
+impl<DB: CounterBackend, K> QueryFragment<DB> for AddToSlot<'_, K> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        push_insert_into(&mut out, self.spec)?;
+        push_tuple(
+            &mut out,
+            self.spec,
+            true,
+            &self.key,
+            &self.bucket,
+            &self.slot,
+            Some(&self.delta),
+        )?;
+        match DB::DIALECT {
+            Dialect::Mysql => {
+                out.push_sql(" ON DUPLICATE KEY UPDATE ");
+                out.push_identifier(COUNT)?;
+                out.push_sql(" = ");
+                out.push_identifier(COUNT)?;
+                out.push_sql(" + ");
+                DB::push_big_int(&mut out, &self.delta)
+            }
+            Dialect::Sqlite | Dialect::Postgres => push_on_conflict_add(&mut out, self.spec),
+        }
+    }
+}
+
+/// `UPDATE t SET count = count + ? WHERE … AND slot = ?`: the write into a pre-created slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UpdateSlot<'a, K = ByText>(pub AddToSlot<'a, K>);
+
+impl<DB: CounterBackend, K> QueryFragment<DB> for UpdateSlot<'_, K> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let AddToSlot {
+            spec,
+            key,
+            bucket,
+            slot,
+            delta,
+            ..
+        } = &self.0;
+        out.push_sql("UPDATE ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" SET ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(" = ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(" + ");
+        DB::push_big_int(&mut out, delta)?;
+        out.push_sql(" WHERE 1 = 1");
+        push_record_type(&mut out, spec)?;
+        out.push_sql(" AND ");
+        push_row_match(&mut out, spec, key, bucket, slot)?;
+        if DB::DIALECT != Dialect::Mysql {
+            push_overflow_guard(
+                &mut out,
+                |out| out.push_identifier(COUNT),
+                |out| DB::push_big_int(out, delta),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// One row of a multi-row upsert: `(key, bucket, slot, delta)`.
+#[allow(dead_code)] // the write-behind buffer's flush, next
+pub(crate) type DeltaRow<'a> = (KeyValue<'a>, i64, SlotValue, i64);
+
+/// The multi-row upsert of a buffer flush, rows sorted by key so that concurrent flushes lock in
+/// one order. PostgreSQL and SQLite: `INSERT … VALUES (…), (…) ON CONFLICT … DO UPDATE SET
+/// count = t.count + excluded.count`. MySQL, which has no `excluded` but the deprecated
+/// `VALUES(col)` (which Vitess rejects): `INSERT … SELECT * FROM (SELECT ? AS …, … UNION ALL
+/// SELECT …) AS slotted_new ON DUPLICATE KEY UPDATE count = t.count + slotted_new.count`.
+#[allow(dead_code)] // the write-behind buffer's flush, next
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AddRows<'a> {
+    pub spec: &'a CounterSpec,
+    pub rows: &'a [DeltaRow<'a>],
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        super::varies_with_batch(&mut out);
+        let spec = self.spec;
+        if DB::DIALECT != Dialect::Mysql {
+            push_insert_into(&mut out, spec)?;
+            push_list(&mut out, self.rows, |out, (key, bucket, slot, delta)| {
+                push_tuple(out, spec, true, key, bucket, slot, Some(delta))
+            })?;
+            return push_on_conflict_add(&mut out, spec);
+        }
+        out.push_sql("INSERT INTO ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" (");
+        push_row_columns(&mut out, spec)?;
+        out.push_sql(", ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(") SELECT * FROM (");
+        for (i, (key, bucket, slot, delta)) in self.rows.iter().enumerate() {
+            out.push_sql(if i == 0 {
+                "SELECT "
+            } else {
+                " UNION ALL SELECT "
+            });
+            if let crate::table::Storage::Shared { record_type } = &spec.storage {
+                DB::push_text(&mut out, record_type)?;
+                out.push_sql(" AS ");
+                out.push_identifier(super::RECORD_TYPE)?;
+                out.push_sql(", ");
+            }
+            DB::push_key(&mut out, key)?;
+            out.push_sql(" AS ");
+            out.push_identifier(super::RECORD_ID)?;
+            if spec.bucket.is_some() {
+                out.push_sql(", ");
+                DB::push_big_int(&mut out, bucket)?;
+                out.push_sql(" AS ");
+                out.push_identifier(super::BUCKET)?;
+            }
+            out.push_sql(", ");
+            slot.push(&mut out)?;
+            out.push_sql(" AS ");
+            out.push_identifier(super::SLOT)?;
+            out.push_sql(", ");
+            DB::push_big_int(&mut out, delta)?;
+            out.push_sql(" AS ");
+            out.push_identifier(COUNT)?;
+        }
+        out.push_sql(") AS slotted_new ON DUPLICATE KEY UPDATE ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(" = ");
+        push_qualified(&mut out, spec.table, COUNT)?;
+        out.push_sql(" + slotted_new.");
+        out.push_identifier(COUNT)
+    }
+}
+
+statement!(cached: AddToSlot, UpdateSlot);
+statement!(by_text: AddRows);
