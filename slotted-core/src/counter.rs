@@ -164,11 +164,11 @@ impl<'k, T: CounterTable> Counter<'k, T> {
     /// [`totals`](Self::totals) on an async connection. The future is `Send`.
     #[cfg(feature = "async")]
     #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
-    pub async fn totals_async<C: crate::AsyncCounterConnection>(
-        keys: &[T::Key],
-        conn: &mut C,
-    ) -> Result<HashMap<T::Key, i64>> {
-        count::totals::<T, _>(&mut crate::exec::asynch::AsyncExec(conn), keys).await
+    pub fn totals_async<'a, C: crate::AsyncCounterConnection>(
+        keys: &'a [T::Key],
+        conn: &'a mut C,
+    ) -> impl std::future::Future<Output = Result<HashMap<T::Key, i64>>> + Send + 'a {
+        async move { count::totals::<T, _>(&mut crate::exec::asynch::AsyncExec(conn), keys).await }
     }
 }
 

@@ -92,12 +92,30 @@ pub mod shared {
     }
 }
 
+#[cfg(feature = "async")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __slotted_if_async {
+    ($($item:tt)*) => { $($item)* };
+}
+
+#[cfg(not(feature = "async"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __slotted_if_async {
+    ($($item:tt)*) => {};
+}
+
 /// What the derive's expansion reaches: not public API.
 #[doc(hidden)]
 pub mod __private {
     pub use diesel;
     pub use std::collections::HashMap;
     pub use std::result::Result;
+
+    /// Its input with the `async` feature on, nothing without: the derive's async accessors
+    /// follow slotted-core's feature, which the user's crate cannot see.
+    pub use crate::__slotted_if_async as if_async;
 
     /// The SQL type a cache column must have: `BigInt`, like the totals it holds.
     #[diagnostic::on_unimplemented(

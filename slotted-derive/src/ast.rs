@@ -66,6 +66,7 @@ pub enum Bucket {
 pub enum Strategy {
     Thread,
     Random,
+    Connection,
 }
 
 /// A derive input with mistakes: every error, and what can still be declared, so that the
@@ -321,11 +322,13 @@ fn counter(
         None => Some(Strategy::Thread),
         Some(s) if s == "thread" => Some(Strategy::Thread),
         Some(s) if s == "random" => Some(Strategy::Random),
+        Some(s) if s == "connection" => Some(Strategy::Connection),
         Some(s) => {
             errors.at(
                 s,
                 format_args!("unknown slot strategy `{s}`"),
-                "`strategy = thread` (the default: a slot per live thread) or `strategy = random`",
+                "`strategy = thread` (the default: a slot per live thread), `strategy = connection` \
+                 (a slot per database connection, chosen by the server) or `strategy = random`",
             );
             None
         }

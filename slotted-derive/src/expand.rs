@@ -52,6 +52,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     };
     let of = format_ident!("{}_of", name);
     let totals = format_ident!("{}_totals", name);
+    let totals_async = format_ident!("{}_totals_async", name);
     let model_name = ident.unraw().to_string();
     let counter_name = name.to_string();
     let slots = counter.slots;
@@ -59,6 +60,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     let strategy = match counter.strategy {
         Strategy::Thread => quote!(Thread),
         Strategy::Random => quote!(Random),
+        Strategy::Connection => quote!(Connection),
     };
     let parent_table = model
         .parent
@@ -161,6 +163,20 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 conn: &mut C,
             ) -> #krate::Result<#krate::__private::HashMap<#key_ty, i64>> {
                 #krate::Counter::<#ty>::totals(keys, conn)
+            }
+
+            #krate::__private::if_async! {
+                #[doc = #totals_doc]
+                #[doc = ""]
+                #[doc = "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+                #vis fn #totals_async<'a, C: #krate::AsyncCounterConnection>(
+                    keys: &'a [#key_ty],
+                    conn: &'a mut C,
+                ) -> impl ::core::future::Future<
+                    Output = #krate::Result<#krate::__private::HashMap<#key_ty, i64>>,
+                > + ::core::marker::Send + 'a {
+                    #krate::Counter::<#ty>::totals_async(keys, conn)
+                }
             }
         }
     }

@@ -10,6 +10,9 @@ use diesel::sql_types::{BigInt, Text};
 use diesel_migrations::MigrationHarness;
 use slotted_core::{CounterConnection, SlottedCounter};
 
+#[cfg(feature = "async")]
+pub mod asynch;
+
 pub mod models {
     //! The models the tests count on: one per key type, and two counters on one model.
     use super::*;
@@ -36,6 +39,13 @@ pub mod models {
     #[slotted(counter = hits, slots = 8)]
     pub struct Event {
         pub id: i64,
+    }
+
+    /// The `connection` strategy: the slot is the server's connection identity modulo 64.
+    #[derive(Debug, Clone, SlottedCounter)]
+    #[slotted(counter = hearts, slots = 64, strategy = connection)]
+    pub struct Reaction {
+        pub id: i32,
     }
 
     /// `String` key named by `primary_key`, a URL counter as in the seed articles.

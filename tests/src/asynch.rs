@@ -1,0 +1,188 @@
+//! Support for the async tests: a diesel-async connection per backend, beside the sync one that
+//! creates the test's database and checks what is in it.
+
+use diesel_async::pooled_connection::{bb8, deadpool, AsyncDieselConnectionManager};
+use diesel_async::SimpleAsyncConnection;
+use slotted_core::AsyncCounterConnection;
+
+use crate::TestConnection;
+
+/// A diesel-async connection type the tests run on, with the sync connection of its backend.
+pub trait AsyncTestConnection: AsyncCounterConnection + SimpleAsyncConnection + 'static {
+    /// The sync connection of the same backend: creates databases, checks rows.
+    type Sync: TestConnection;
+
+    /// Opens a connection to `url` (what `Self::Sync::fresh_database` returned); on SQLite with
+    /// a busy timeout and WAL, as README advises for concurrent writers.
+    fn open(url: &str) -> impl std::future::Future<Output = Self> + Send {
+        async move {
+            let mut conn = <Self as diesel_async::AsyncConnection>::establish(url)
+                .await
+                .unwrap_or_else(|e| panic!("open {url}: {e}"));
+            if <Self::Sync as TestConnection>::NAME == "sqlite" {
+                conn.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL;")
+                    .await
+                    .expect("pragmas");
+            }
+            conn
+        }
+    }
+
+    /// Runs `migrations` on this connection through diesel-async's `AsyncMigrationHarness`.
+    fn migrate(self, migrations: slotted_core::CounterMigrations) -> Self;
+
+    /// A bb8 pool of `size` connections to `url`, set up as `open` does.
+    type Bb8: Clone + Send + Sync + 'static;
+    /// One of its connections.
+    type Bb8Conn<'a>: AsyncCounterConnection + 'a;
+    /// A deadpool pool of `size` connections to `url`, set up as `open` does.
+    type Deadpool: Clone + Send + Sync + 'static;
+    /// One of its connections.
+    type DeadpoolConn: AsyncCounterConnection + 'static;
+
+    fn bb8(url: &str, size: u32) -> impl std::future::Future<Output = Self::Bb8> + Send;
+    fn bb8_get(pool: &Self::Bb8) -> impl std::future::Future<Output = Self::Bb8Conn<'_>> + Send;
+    fn deadpool(url: &str, size: usize) -> Self::Deadpool;
+    fn deadpool_get(
+        pool: &Self::Deadpool,
+    ) -> impl std::future::Future<Output = Self::DeadpoolConn> + Send;
+
+    /// The server's identity of this connection: PostgreSQL's backend PID, MySQL's
+    /// `CONNECTION_ID()`; 0 on SQLite, which has none.
+    fn identity(&mut self) -> impl std::future::Future<Output = i64> + Send;
+}
+
+#[derive(diesel::QueryableByName)]
+struct Number {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
+/// A bb8 or deadpool manager for `url`, whose connections get the same setup as `open`.
+pub fn manager<A: AsyncTestConnection>(url: &str) -> AsyncDieselConnectionManager<A> {
+    let mut config = diesel_async::pooled_connection::ManagerConfig::default();
+    config.custom_setup = Box::new(|url| {
+        let url = url.to_owned();
+        Box::pin(async move { Ok(A::open(&url).await) })
+    });
+    AsyncDieselConnectionManager::new_with_config(url, config)
+}
+
+/// `migrate`, through the harness, for a concrete connection type.
+macro_rules! harness {
+    ($conn:ty, $identity:literal) => {
+        async fn identity(&mut self) -> i64 {
+            diesel_async::RunQueryDsl::get_result::<Number>(diesel::sql_query($identity), self)
+                .await
+                .expect("the connection's identity")
+                .n
+        }
+
+        type Bb8 = bb8::Pool<$conn>;
+        type Bb8Conn<'a> = bb8::PooledConnection<'a, $conn>;
+        type Deadpool = deadpool::Pool<$conn>;
+        type DeadpoolConn = deadpool::Object<$conn>;
+
+        async fn bb8(url: &str, size: u32) -> Self::Bb8 {
+            bb8::Pool::builder()
+                .max_size(size)
+                .build(manager(url))
+                .await
+                .expect("a bb8 pool")
+        }
+
+        async fn bb8_get(pool: &Self::Bb8) -> Self::Bb8Conn<'_> {
+            pool.get().await.expect("a bb8 connection")
+        }
+
+        fn deadpool(url: &str, size: usize) -> Self::Deadpool {
+            deadpool::Pool::builder(manager(url))
+                .max_size(size)
+                .build()
+                .expect("a deadpool pool")
+        }
+
+        async fn deadpool_get(pool: &Self::Deadpool) -> Self::DeadpoolConn {
+            pool.get().await.expect("a deadpool connection")
+        }
+
+        fn migrate(self, migrations: slotted_core::CounterMigrations) -> Self {
+            let mut harness = diesel_async::AsyncMigrationHarness::new(self);
+            diesel_migrations::MigrationHarness::run_pending_migrations(&mut harness, migrations)
+                .expect("run the counter migrations through AsyncMigrationHarness");
+            harness.into_inner()
+        }
+    };
+}
+
+#[cfg(feature = "sqlite")]
+impl AsyncTestConnection
+    for diesel_async::sync_connection_wrapper::SyncConnectionWrapper<diesel::SqliteConnection>
+{
+    type Sync = diesel::SqliteConnection;
+    harness!(
+        diesel_async::sync_connection_wrapper::SyncConnectionWrapper<diesel::SqliteConnection>,
+        "SELECT CAST(0 AS BIGINT) AS n"
+    );
+}
+
+#[cfg(feature = "postgres")]
+impl AsyncTestConnection for diesel_async::AsyncPgConnection {
+    type Sync = diesel::PgConnection;
+    harness!(
+        diesel_async::AsyncPgConnection,
+        "SELECT CAST(pg_backend_pid() AS BIGINT) AS n"
+    );
+}
+
+#[cfg(feature = "mysql")]
+impl AsyncTestConnection for diesel_async::AsyncMysqlConnection {
+    type Sync = diesel::MysqlConnection;
+    harness!(
+        diesel_async::AsyncMysqlConnection,
+        "SELECT CAST(CONNECTION_ID() AS SIGNED) AS n"
+    );
+}
+
+/// A fresh database for `test` on `A`'s backend with every test model's counter tables, and its
+/// URL, or `None` when the backend is skipped. The migrations run through diesel-async's own
+/// harness.
+pub async fn migrated<A: AsyncTestConnection>(test: &str) -> Option<(crate::TestDb, A)> {
+    let db = crate::TestDb::new::<A::Sync>(&format!("async_{test}"))?;
+    let conn = A::open(&db.url).await.migrate(crate::all_migrations());
+    Some((db, conn))
+}
+
+/// Runs each named test `async fn name<A: AsyncTestConnection>(test: &str)` once per enabled
+/// backend on a 2-worker tokio runtime, as `sqlite::name`, `postgres::name`, `mysql::name`;
+/// `servers:` lists tests for PostgreSQL and MySQL only.
+#[macro_export]
+macro_rules! async_backend_tests {
+    (all: [$($a:ident),* $(,)?], $(servers: [$($sv:ident),* $(,)?],)?) => {
+        #[cfg(feature = "sqlite")]
+        mod sqlite {
+            $crate::async_backend_tests!(@on ::diesel_async::sync_connection_wrapper::SyncConnectionWrapper<::diesel::SqliteConnection>; $($a)*);
+        }
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $crate::async_backend_tests!(@on ::diesel_async::AsyncPgConnection; $($a)* $($($sv)*)?);
+        }
+        #[cfg(feature = "mysql")]
+        mod mysql {
+            $crate::async_backend_tests!(@on ::diesel_async::AsyncMysqlConnection; $($a)* $($($sv)*)?);
+        }
+    };
+    (@on $conn:ty; $($name:ident)*) => {
+        $(
+            #[test]
+            fn $name() {
+                ::tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("a tokio runtime")
+                    .block_on(super::$name::<$conn>(stringify!($name)))
+            }
+        )*
+    };
+}
