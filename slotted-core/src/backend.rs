@@ -55,10 +55,72 @@ pub struct SlotRow {
 
 /// A Diesel backend slotted can write counters to: `Sqlite`, `Pg` and `Mysql`, each behind the
 /// slotted-core feature of the same name (`sqlite`, `postgres`, `mysql`).
-#[diagnostic::on_unimplemented(
-    message = "slotted counters are not enabled for the `{Self}` backend",
-    label = "this connection's backend",
-    note = "enable the slotted-core feature for this backend: `sqlite`, `postgres` or `mysql`"
+///
+/// The compile error for a backend whose feature is off names only the features that are off
+/// (one `cfg_attr` per combination): the exact one when a single feature is off.
+#[cfg_attr(
+    all(feature = "sqlite", feature = "postgres", feature = "mysql"),
+    diagnostic::on_unimplemented(
+        message = "slotted counters do not support the `{Self}` backend",
+        label = "this connection's backend",
+        note = "slotted counters run on `Sqlite`, `Pg` and `Mysql` (SQLite, PostgreSQL, MySQL/MariaDB)"
+    )
+)]
+#[cfg_attr(
+    all(not(feature = "sqlite"), feature = "postgres", feature = "mysql"),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's `sqlite` feature: `slotted-core = {{ version = \"0.1\", features = [\"sqlite\"] }}`"
+    )
+)]
+#[cfg_attr(
+    all(feature = "sqlite", not(feature = "postgres"), feature = "mysql"),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's `postgres` feature: `slotted-core = {{ version = \"0.1\", features = [\"postgres\"] }}`"
+    )
+)]
+#[cfg_attr(
+    all(feature = "sqlite", feature = "postgres", not(feature = "mysql")),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's `mysql` feature: `slotted-core = {{ version = \"0.1\", features = [\"mysql\"] }}`"
+    )
+)]
+#[cfg_attr(
+    all(feature = "sqlite", not(feature = "postgres"), not(feature = "mysql")),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's feature for `{Self}`: `postgres` for `Pg`, `mysql` for `Mysql` (`sqlite` is on)"
+    )
+)]
+#[cfg_attr(
+    all(not(feature = "sqlite"), feature = "postgres", not(feature = "mysql")),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's feature for `{Self}`: `sqlite` for `Sqlite`, `mysql` for `Mysql` (`postgres` is on)"
+    )
+)]
+#[cfg_attr(
+    all(not(feature = "sqlite"), not(feature = "postgres"), feature = "mysql"),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's feature for `{Self}`: `sqlite` for `Sqlite`, `postgres` for `Pg` (`mysql` is on)"
+    )
+)]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "slotted-core has no backend feature on: enable `sqlite`, `postgres` or `mysql`, the one for `{Self}`"
+    )
 )]
 pub trait CounterBackend: Backend + sealed::Sealed + Sized + 'static {
     /// The SQL this backend speaks.
@@ -100,6 +162,16 @@ pub trait CounterBackend: Backend + sealed::Sealed + Sized + 'static {
 /// Every counter call takes one and runs on it: inside its open transaction if it has one,
 /// never opening one of its own (maintenance calls open one transaction per batch, which
 /// becomes a savepoint inside yours).
+///
+/// A pool is not a connection: pass one of its connections, `&mut pool.get()?`. (rustc shows
+/// this trait's message when the type is no `LoadConnection` at all; for a connection whose
+/// backend is off it shows [`CounterBackend`]'s.)
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a database connection slotted counters can run on",
+    label = "expected a connection, such as `&mut SqliteConnection`",
+    note = "a pool is not a connection: pass one of its connections, `&mut pool.get()?`",
+    note = "counter calls take `&mut` of a Diesel connection (`SqliteConnection`, `PgConnection`, `MysqlConnection`) or of r2d2's `PooledConnection` of one"
+)]
 pub trait CounterConnection: LoadConnection<Backend: CounterBackend> {}
 
 impl<C> CounterConnection for C

@@ -211,17 +211,26 @@ impl<'k, T: CounterTable> Counter<'k, T> {
     }
 }
 
-/// Time buckets: for counters declared with `bucket = day` or `bucket = hour`.
-impl<T: BucketedCounterTable> Counter<'_, T> {
+/// Time buckets: for counters declared with `bucket = day` or `bucket = hour`. The bounds are on
+/// the methods, not the `impl`, so that calling one on another counter reports
+/// `BucketedCounterTable`'s own message instead of "method exists but its trait bounds were not
+/// satisfied".
+impl<T: CounterTable> Counter<'_, T> {
     /// The same counter at another time: writes go to, and [`Counter::bucket_total`] reads, the
     /// bucket holding `time` instead of the current one. This is the clock, as a parameter.
-    pub fn at(mut self, time: SystemTime) -> Self {
+    pub fn at(mut self, time: SystemTime) -> Self
+    where
+        T: BucketedCounterTable,
+    {
         self.moment = Some(time);
         self
     }
 
     /// The count of one bucket: the one holding now, or [`Counter::at`].
-    pub fn bucket_total<C: CounterConnection>(&self, conn: &mut C) -> Result<i64> {
+    pub fn bucket_total<C: CounterConnection>(&self, conn: &mut C) -> Result<i64>
+    where
+        T: BucketedCounterTable,
+    {
         let start = T::SPEC.bucket.map_or(0, |width| width.start_of(self.now()));
         let width = T::SPEC.bucket.map_or(1, |width| width.seconds());
         self.sum(Buckets::Range(start, start.saturating_add(width)), conn)
@@ -233,7 +242,10 @@ impl<T: BucketedCounterTable> Counter<'_, T> {
         &self,
         range: Range<SystemTime>,
         conn: &mut C,
-    ) -> Result<i64> {
+    ) -> Result<i64>
+    where
+        T: BucketedCounterTable,
+    {
         let (from, to) = match T::SPEC.bucket {
             Some(width) => (width.start_of(range.start), width.start_of(range.end)),
             None => (i64::MIN, i64::MAX),

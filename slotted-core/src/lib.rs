@@ -57,8 +57,8 @@ pub use retry::{transaction_with_retry, Retried, RetryPolicy, Retryable};
 pub use slot::SlotStrategy;
 pub use table::{
     BucketWidth, BucketedCounterTable, CacheSpec, CachedCounterTable, CounterSpec, CounterTable,
-    PrefilledCounterTable, SlottedModel, Storage, DEFAULT_MAX_KEY_LENGTH, MAX_KEY_LENGTH,
-    MAX_SLOTS, SHARED_TABLE,
+    PrefilledCounterTable, SlottedModel, Storage, DEFAULT_MAX_KEY_LENGTH,
+    MAX_BUCKETED_KEY_LENGTH, MAX_KEY_LENGTH, MAX_SLOTS, SHARED_TABLE,
 };
 
 pub use slotted_derive::SlottedCounter;
@@ -103,4 +103,62 @@ pub mod __private {
         C::SqlType: CacheColumnType,
     {
     }
+    mod sealed {
+        pub trait Sealed<K> {}
+    }
+
+    /// What `Post::likes_of(key)` takes: the counter's key type `K`, or a type that converts to
+    /// it without loss (as `Into` would), and nothing else. Sealed; its own trait so that a key
+    /// of the wrong type says which type the counter is keyed by, not "`i32: From<i64>` is not
+    /// satisfied".
+    #[diagnostic::on_unimplemented(
+        message = "this counter is keyed by `{K}`, not by `{Self}`",
+        label = "expected a `{K}` key",
+        note = "pass the model's primary key type, `{K}`, or one that converts to it without loss (`i16` for `i32`, `&str` for `String`); narrow a wider integer first, e.g. `i32::try_from(id)?`"
+    )]
+    pub trait IntoCounterKey<K>: sealed::Sealed<K> {
+        /// The key.
+        fn into_counter_key(self) -> K;
+    }
+
+    macro_rules! into_counter_key {
+        ($key:ty: $($from:ty),*) => {$(
+            impl sealed::Sealed<$key> for $from {}
+            impl IntoCounterKey<$key> for $from {
+                fn into_counter_key(self) -> $key {
+                    <$key>::from(self)
+                }
+            }
+        )*};
+    }
+    into_counter_key!(i32: i32, i16, i8, u16, u8);
+    into_counter_key!(i64: i64, i32, i16, i8, u32, u16, u8);
+    into_counter_key!(String: String, &str, &mut str, &String, Box<str>, std::borrow::Cow<'_, str>, char);
+
+    /// The counter type of a counter whose `#[slotted]` attribute has an error. The derive's
+    /// fallback declares that counter's methods with it, so that the code using them still
+    /// compiles and the attribute's error is all the build reports; that build fails, so this
+    /// never runs.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct InvalidCounter;
+
+    impl crate::CounterTable for InvalidCounter {
+        type Key = i32;
+        const SPEC: crate::CounterSpec = crate::CounterSpec {
+            model: "",
+            counter: "",
+            table: "",
+            slots: 1,
+            strategy: crate::SlotStrategy::Random,
+            key: crate::KeyKind::Integer,
+            max_key_length: 0,
+            storage: crate::Storage::Table,
+            bucket: None,
+            prefill: false,
+            cache: None,
+        };
+    }
+    impl crate::BucketedCounterTable for InvalidCounter {}
+    impl crate::CachedCounterTable for InvalidCounter {}
+    impl crate::PrefilledCounterTable for InvalidCounter {}
 }

@@ -300,19 +300,28 @@ impl<T: CounterTable> Counter<'_, T> {
     }
 }
 
-/// Roll-up into the model's cache column (counters declared with `cache = column`).
-impl<T: CachedCounterTable> Counter<'_, T> {
+/// Roll-up into the model's cache column (counters declared with `cache = column`). The bound is
+/// on the method, not the `impl`, so that calling it on another counter reports
+/// `CachedCounterTable`'s own message instead of "method exists but its trait bounds were not
+/// satisfied".
+impl<T: CounterTable> Counter<'_, T> {
     /// Copies this record's total into its cache column: one short `UPDATE` of the model's row.
-    pub fn refresh_cache<C: CounterConnection>(&self, conn: &mut C) -> Result<u64> {
+    pub fn refresh_cache<C: CounterConnection>(&self, conn: &mut C) -> Result<u64>
+    where
+        T: CachedCounterTable,
+    {
         CounterMaintenance::refresh_cache(T::default(), std::slice::from_ref(self.key()), conn)
     }
 }
 
-/// Pre-created slots (counters declared with `prefill`).
-impl<T: PrefilledCounterTable> Counter<'_, T> {
+/// Pre-created slots (counters declared with `prefill`); the bound is on the method, as above.
+impl<T: CounterTable> Counter<'_, T> {
     /// Creates this record's slot rows (count 0) that do not exist yet, so increments are plain
     /// `UPDATE`s. Returns how many it created.
-    pub fn create_slots<C: CounterConnection>(&self, conn: &mut C) -> Result<u64> {
+    pub fn create_slots<C: CounterConnection>(&self, conn: &mut C) -> Result<u64>
+    where
+        T: PrefilledCounterTable,
+    {
         CounterMaintenance::create_slots(T::default(), std::slice::from_ref(self.key()), conn)
     }
 }
