@@ -57,8 +57,8 @@ pub use retry::{transaction_with_retry, Retried, RetryPolicy, Retryable};
 pub use slot::SlotStrategy;
 pub use table::{
     BucketWidth, BucketedCounterTable, CacheSpec, CachedCounterTable, CounterSpec, CounterTable,
-    PrefilledCounterTable, SlottedModel, Storage, DEFAULT_MAX_KEY_LENGTH,
-    MAX_BUCKETED_KEY_LENGTH, MAX_KEY_LENGTH, MAX_SLOTS, SHARED_TABLE,
+    PrefilledCounterTable, SlottedModel, Storage, DEFAULT_MAX_KEY_LENGTH, MAX_BUCKETED_KEY_LENGTH,
+    MAX_KEY_LENGTH, MAX_SLOTS, SHARED_TABLE,
 };
 
 pub use slotted_derive::SlottedCounter;
@@ -105,35 +105,28 @@ pub mod __private {
     }
     mod sealed {
         pub trait Sealed<K> {}
+        impl<K, T: Into<K>> Sealed<K> for T {}
     }
 
-    /// What `Post::likes_of(key)` takes: the counter's key type `K`, or a type that converts to
-    /// it without loss (as `Into` would), and nothing else. Sealed; its own trait so that a key
-    /// of the wrong type says which type the counter is keyed by, not "`i32: From<i64>` is not
-    /// satisfied".
+    /// What `Post::likes_of(key)` takes: anything that converts `Into` the counter's key type
+    /// `K`, as before, but failing with a message that names `K` rather than "`i32: From<i64>`
+    /// is not satisfied" (`do_not_recommend` stops rustc at this trait). Sealed.
     #[diagnostic::on_unimplemented(
         message = "this counter is keyed by `{K}`, not by `{Self}`",
-        label = "expected a `{K}` key",
-        note = "pass the model's primary key type, `{K}`, or one that converts to it without loss (`i16` for `i32`, `&str` for `String`); narrow a wider integer first, e.g. `i32::try_from(id)?`"
+        label = "expected the counter's key type, `{K}`",
+        note = "pass the model's primary key type, `{K}`, or one that converts into it without loss (`i16` for `i32`, `&str` for `String`); narrow a wider integer first, e.g. `i32::try_from(id)?`"
     )]
     pub trait IntoCounterKey<K>: sealed::Sealed<K> {
         /// The key.
         fn into_counter_key(self) -> K;
     }
 
-    macro_rules! into_counter_key {
-        ($key:ty: $($from:ty),*) => {$(
-            impl sealed::Sealed<$key> for $from {}
-            impl IntoCounterKey<$key> for $from {
-                fn into_counter_key(self) -> $key {
-                    <$key>::from(self)
-                }
-            }
-        )*};
+    #[diagnostic::do_not_recommend]
+    impl<K, T: Into<K>> IntoCounterKey<K> for T {
+        fn into_counter_key(self) -> K {
+            self.into()
+        }
     }
-    into_counter_key!(i32: i32, i16, i8, u16, u8);
-    into_counter_key!(i64: i64, i32, i16, i8, u32, u16, u8);
-    into_counter_key!(String: String, &str, &mut str, &String, Box<str>, std::borrow::Cow<'_, str>, char);
 
     /// The counter type of a counter whose `#[slotted]` attribute has an error. The derive's
     /// fallback declares that counter's methods with it, so that the code using them still
