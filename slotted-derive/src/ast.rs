@@ -78,7 +78,7 @@ pub enum Strategy {
 pub struct Invalid<'a> {
     pub errors: syn::Error,
     /// `None` when the struct itself cannot carry the methods (an enum, a generic struct…).
-    pub fallback: Option<Fallback<'a>>,
+    pub fallback: Option<Box<Fallback<'a>>>,
 }
 
 /// What the derive still declares beside its errors.
@@ -192,12 +192,14 @@ impl<'a> Model<'a> {
                 let declarable = fields.is_some() && input.generics.params.is_empty();
                 Err(Invalid {
                     errors,
-                    fallback: declarable.then(|| Fallback {
-                        ident: &input.ident,
-                        vis: &input.vis,
-                        krate,
-                        model,
-                        stubs,
+                    fallback: declarable.then(|| {
+                        Box::new(Fallback {
+                            ident: &input.ident,
+                            vis: &input.vis,
+                            krate,
+                            model,
+                            stubs,
+                        })
                     }),
                 })
             }

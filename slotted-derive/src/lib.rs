@@ -233,7 +233,7 @@ fn derive_inner(input: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
         Ok(model) => expand::expand(&model),
         Err(invalid) => {
             let mut out = invalid.errors.to_compile_error();
-            out.extend(invalid.fallback.as_ref().map(expand::expand_fallback));
+            out.extend(invalid.fallback.as_deref().map(expand::expand_fallback));
             out
         }
     }
