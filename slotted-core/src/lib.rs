@@ -103,6 +103,7 @@ pub mod __private {
         C::SqlType: CacheColumnType,
     {
     }
+
     mod sealed {
         pub trait Sealed<K> {}
         impl<K, T: Into<K>> Sealed<K> for T {}
