@@ -156,9 +156,14 @@ pub(crate) fn check_key<'k, DB: CounterBackend, K: CounterKey>(
     let reason = if text.chars().count() > usize::from(spec.max_key_length) {
         format!(
             "it is {} characters long, and the column holds at most {} (raise `max_key_length` in the \
-             #[slotted] attribute, up to 767)",
+             #[slotted] attribute, up to {})",
             text.chars().count(),
-            spec.max_key_length
+            spec.max_key_length,
+            if spec.bucket.is_some() {
+                crate::MAX_BUCKETED_KEY_LENGTH
+            } else {
+                crate::MAX_KEY_LENGTH
+            }
         )
     } else if DB::DIALECT == Dialect::Postgres && text.contains('\0') {
         "PostgreSQL text cannot hold a NUL character".to_owned()

@@ -61,10 +61,12 @@ macro_rules! two_faces {
     ($(
         $(#[$doc:meta])*
         fn $sync:ident / $async:ident (&$this:ident $(, $arg:ident: $ty:ty)*) -> $out:ty
-            = |$exec:ident| $job:expr;
+            $(where T: $bound:path)? = |$exec:ident| $job:expr;
     )*) => {$(
         $(#[$doc])*
-        pub fn $sync<C: CounterConnection>(&$this, $($arg: $ty,)* conn: &mut C) -> $out {
+        pub fn $sync<C: CounterConnection>(&$this, $($arg: $ty,)* conn: &mut C) -> $out
+        $(where T: $bound)?
+        {
             let $exec = &mut SyncExec(conn);
             run_now($job)
         }
@@ -77,7 +79,9 @@ macro_rules! two_faces {
             &'a $this,
             $($arg: $ty,)*
             conn: &'a mut C,
-        ) -> impl std::future::Future<Output = $out> + Send + use<'a, 'k, T, C> {
+        ) -> impl std::future::Future<Output = $out> + Send + use<'a, 'k, T, C>
+        $(where T: $bound)?
+        {
             async move {
                 let $exec = &mut crate::exec::asynch::AsyncExec(conn);
                 $job.await
@@ -172,11 +176,17 @@ impl<'k, T: CounterTable> Counter<'k, T> {
     }
 }
 
-/// Time buckets: for counters declared with `bucket = day` or `bucket = hour`.
-impl<'k, T: BucketedCounterTable> Counter<'k, T> {
+/// Time buckets: for counters declared with `bucket = day` or `bucket = hour`. The bounds are on
+/// the methods, not the `impl`, so that calling one on another counter reports
+/// `BucketedCounterTable`'s own message instead of "method exists but its trait bounds were not
+/// satisfied".
+impl<'k, T: CounterTable> Counter<'k, T> {
     /// The same counter at another time: writes go to, and [`Counter::bucket_total`] reads, the
     /// bucket holding `time` instead of the current one. This is the clock, as a parameter.
-    pub fn at(mut self, time: SystemTime) -> Self {
+    pub fn at(mut self, time: SystemTime) -> Self
+    where
+        T: BucketedCounterTable,
+    {
         self.moment = Some(time);
         self
     }
@@ -189,12 +199,13 @@ impl<'k, T: BucketedCounterTable> Counter<'k, T> {
 
     two_faces! {
         /// The count of one bucket: the one holding now, or [`Counter::at`].
-        fn bucket_total / bucket_total_async(&self) -> Result<i64> =
+        fn bucket_total / bucket_total_async(&self) -> Result<i64> where T: BucketedCounterTable =
             |exec| count::sum::<T, _>(exec, &self.key, self.bucket_range());
 
         /// The count of the buckets from the one holding `range.start` up to, not including, the
         /// one holding `range.end`; for a day counter, `day1..day3` counts two days.
-        fn total_between / total_between_async(&self, range: Range<SystemTime>) -> Result<i64> =
+        fn total_between / total_between_async(&self, range: Range<SystemTime>) -> Result<i64>
+            where T: BucketedCounterTable =
             |exec| count::sum::<T, _>(exec, &self.key, between::<T>(range));
     }
 }

@@ -44,10 +44,72 @@ mod sealed {
 
 /// A Diesel backend slotted can write counters to: `Sqlite`, `Pg` and `Mysql`, each behind the
 /// slotted-core feature of the same name (`sqlite`, `postgres`, `mysql`).
-#[diagnostic::on_unimplemented(
-    message = "slotted counters are not enabled for the `{Self}` backend",
-    label = "this connection's backend",
-    note = "enable the slotted-core feature for this backend: `sqlite`, `postgres` or `mysql`"
+///
+/// The compile error for a backend whose feature is off names only the features that are off
+/// (one `cfg_attr` per combination): the exact one when a single feature is off.
+#[cfg_attr(
+    all(feature = "sqlite", feature = "postgres", feature = "mysql"),
+    diagnostic::on_unimplemented(
+        message = "slotted counters do not support the `{Self}` backend",
+        label = "this connection's backend",
+        note = "slotted counters run on `Sqlite`, `Pg` and `Mysql` (SQLite, PostgreSQL, MySQL/MariaDB)"
+    )
+)]
+#[cfg_attr(
+    all(not(feature = "sqlite"), feature = "postgres", feature = "mysql"),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's `sqlite` feature: `slotted-core = {{ version = \"0.1\", features = [\"sqlite\"] }}`"
+    )
+)]
+#[cfg_attr(
+    all(feature = "sqlite", not(feature = "postgres"), feature = "mysql"),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's `postgres` feature: `slotted-core = {{ version = \"0.1\", features = [\"postgres\"] }}`"
+    )
+)]
+#[cfg_attr(
+    all(feature = "sqlite", feature = "postgres", not(feature = "mysql")),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's `mysql` feature: `slotted-core = {{ version = \"0.1\", features = [\"mysql\"] }}`"
+    )
+)]
+#[cfg_attr(
+    all(feature = "sqlite", not(feature = "postgres"), not(feature = "mysql")),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's feature for `{Self}`: `postgres` for `Pg`, `mysql` for `Mysql` (`sqlite` is on)"
+    )
+)]
+#[cfg_attr(
+    all(not(feature = "sqlite"), feature = "postgres", not(feature = "mysql")),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's feature for `{Self}`: `sqlite` for `Sqlite`, `mysql` for `Mysql` (`postgres` is on)"
+    )
+)]
+#[cfg_attr(
+    all(not(feature = "sqlite"), not(feature = "postgres"), feature = "mysql"),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "enable slotted-core's feature for `{Self}`: `sqlite` for `Sqlite`, `postgres` for `Pg` (`mysql` is on)"
+    )
+)]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    diagnostic::on_unimplemented(
+        message = "slotted counters are not enabled for the `{Self}` backend",
+        label = "this connection's backend",
+        note = "slotted-core has no backend feature on: enable `sqlite`, `postgres` or `mysql`, the one for `{Self}`"
+    )
 )]
 pub trait CounterBackend: Backend + sealed::Sealed + Sized + Send + 'static {
     /// The SQL this backend speaks.

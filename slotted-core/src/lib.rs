@@ -69,8 +69,8 @@ pub use retry::{transaction_with_retry, Retried, RetryPolicy, Retryable};
 pub use slot::SlotStrategy;
 pub use table::{
     BucketWidth, BucketedCounterTable, CacheSpec, CachedCounterTable, CounterSpec, CounterTable,
-    PrefilledCounterTable, SlottedModel, Storage, DEFAULT_MAX_KEY_LENGTH, MAX_KEY_LENGTH,
-    MAX_SLOTS, SHARED_TABLE,
+    PrefilledCounterTable, SlottedModel, Storage, DEFAULT_MAX_KEY_LENGTH, MAX_BUCKETED_KEY_LENGTH,
+    MAX_KEY_LENGTH, MAX_SLOTS, SHARED_TABLE,
 };
 
 pub use slotted_derive::SlottedCounter;
@@ -133,4 +133,56 @@ pub mod __private {
         C::SqlType: CacheColumnType,
     {
     }
+
+    mod sealed {
+        pub trait Sealed<K> {}
+        impl<K, T: Into<K>> Sealed<K> for T {}
+    }
+
+    /// What `Post::likes_of(key)` takes: anything that converts `Into` the counter's key type
+    /// `K`, as before, but failing with a message that names `K` rather than "`i32: From<i64>`
+    /// is not satisfied" (`do_not_recommend` stops rustc at this trait). Sealed.
+    #[diagnostic::on_unimplemented(
+        message = "this counter is keyed by `{K}`, not by `{Self}`",
+        label = "expected the counter's key type, `{K}`",
+        note = "pass the model's primary key type, `{K}`, or one that converts into it without loss (`i16` for `i32`, `&str` for `String`); narrow a wider integer first, e.g. `i32::try_from(id)?`"
+    )]
+    pub trait IntoCounterKey<K>: sealed::Sealed<K> {
+        /// The key.
+        fn into_counter_key(self) -> K;
+    }
+
+    #[diagnostic::do_not_recommend]
+    impl<K, T: Into<K>> IntoCounterKey<K> for T {
+        fn into_counter_key(self) -> K {
+            self.into()
+        }
+    }
+
+    /// The counter type of a counter whose `#[slotted]` attribute has an error. The derive's
+    /// fallback declares that counter's methods with it, so that the code using them still
+    /// compiles and the attribute's error is all the build reports; that build fails, so this
+    /// never runs.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct InvalidCounter;
+
+    impl crate::CounterTable for InvalidCounter {
+        type Key = i32;
+        const SPEC: crate::CounterSpec = crate::CounterSpec {
+            model: "",
+            counter: "",
+            table: "",
+            slots: 1,
+            strategy: crate::SlotStrategy::Random,
+            key: crate::KeyKind::Integer,
+            max_key_length: 0,
+            storage: crate::Storage::Table,
+            bucket: None,
+            prefill: false,
+            cache: None,
+        };
+    }
+    impl crate::BucketedCounterTable for InvalidCounter {}
+    impl crate::CachedCounterTable for InvalidCounter {}
+    impl crate::PrefilledCounterTable for InvalidCounter {}
 }

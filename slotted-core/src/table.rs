@@ -14,8 +14,14 @@ pub const MAX_SLOTS: u16 = 1024;
 pub const DEFAULT_MAX_KEY_LENGTH: u16 = 255;
 
 /// The longest `String` key MySQL/MariaDB can index in a `(record_id, slot)` primary key:
-/// InnoDB keys are at most 3,072 bytes and `utf8mb4` takes up to 4 bytes a character.
+/// InnoDB keys are at most 3,072 bytes, `utf8mb4` takes up to 4 bytes a character and `slot`
+/// 2 bytes (767 × 4 + 2 = 3,070; 768 is refused, measured on MariaDB 10.11).
 pub const MAX_KEY_LENGTH: u16 = 767;
+
+/// The longest `String` key of a bucketed counter, whose primary key is
+/// `(record_id, bucket, slot)`: the 8-byte `bucket` leaves room for 765 `utf8mb4` characters
+/// (765 × 4 + 8 + 2 = 3,070; 766 is refused, measured on MariaDB 10.11).
+pub const MAX_BUCKETED_KEY_LENGTH: u16 = 765;
 
 /// A counter's static description: the counter, its table and its slot count.
 ///
@@ -132,13 +138,28 @@ pub trait CounterTable: Copy + Default + 'static {
 
 /// A counter with a cache column: implemented by the derive for counters declared with
 /// `cache = column`, so the roll-up calls exist only where there is a column to roll up into.
+#[diagnostic::on_unimplemented(
+    message = "the counter `{Self}` has no cache column",
+    label = "declared without `cache`",
+    note = "declare a `BigInt` column of the model's table in its attribute: `#[slotted(counter = likes, slots = 16, cache = likes_count)]`"
+)]
 pub trait CachedCounterTable: CounterTable {}
 
 /// A counter with time buckets: implemented by the derive for counters declared with
 /// `bucket = day` or `bucket = hour`.
+#[diagnostic::on_unimplemented(
+    message = "the counter `{Self}` has no time buckets",
+    label = "declared without `bucket`",
+    note = "declare `bucket = day` (or `hour`) in its attribute: `#[slotted(counter = downloads, slots = 8, bucket = day)]`"
+)]
 pub trait BucketedCounterTable: CounterTable {}
 
 /// A counter declared with `prefill`, whose slot rows can be created up front.
+#[diagnostic::on_unimplemented(
+    message = "the counter `{Self}` has no pre-created slots",
+    label = "declared without `prefill`",
+    note = "declare `prefill` in its attribute: `#[slotted(counter = likes, slots = 16, prefill)]`"
+)]
 pub trait PrefilledCounterTable: CounterTable {}
 
 /// A model with slotted counters: implemented by `#[derive(SlottedCounter)]`.

@@ -14,9 +14,13 @@ use crate::errors::Errors;
 
 /// Keep in step with `slotted_core::MAX_SLOTS` (the core's tests check it).
 pub const MAX_SLOTS: u16 = 1024;
-/// Keep in step with `slotted_core::DEFAULT_MAX_KEY_LENGTH` and `MAX_KEY_LENGTH`.
+/// Keep in step with `slotted_core::DEFAULT_MAX_KEY_LENGTH`, `MAX_KEY_LENGTH` and
+/// `MAX_BUCKETED_KEY_LENGTH` (the expansion snapshot `string_key` shows them beside each other).
 pub const DEFAULT_MAX_KEY_LENGTH: u16 = 255;
+/// InnoDB indexes at most 3,072 bytes a key: `VARCHAR(n)` in `utf8mb4` counts 4n, `slot` 2 and
+/// `bucket` 8 (measured on MariaDB 10.11: 767 and 765 migrate, 768 and 766 do not).
 pub const MAX_KEY_LENGTH: u16 = 767;
+pub const MAX_BUCKETED_KEY_LENGTH: u16 = 765;
 /// PostgreSQL cuts identifiers at 63 bytes, MySQL refuses more than 64.
 const MAX_TABLE_NAME: usize = 63;
 
@@ -74,9 +78,22 @@ pub enum Strategy {
 /// method `likes`" at every call (as thiserror and serde do).
 pub struct Invalid<'a> {
     pub errors: syn::Error,
+    /// `None` when the struct itself cannot carry the methods (an enum, a generic struct…).
+    pub fallback: Option<Box<Fallback<'a>>>,
+}
+
+/// What the derive still declares beside its errors.
+pub struct Fallback<'a> {
+    pub ident: &'a Ident,
+    pub vis: &'a Visibility,
+    pub krate: Path,
     /// The model with the counters whose name and table are sound and unique, a bad value
-    /// replaced by its default; `None` when the struct itself cannot carry the methods.
-    pub fallback: Option<Box<Model<'a>>>,
+    /// replaced by its default; `None` when the model's key is unusable.
+    pub model: Option<Model<'a>>,
+    /// The counters named by an attribute that cannot be declared (its syntax, table or the
+    /// model's key is broken): their three methods, as stubs on `slotted_core`'s
+    /// `InvalidCounter`, which accept any call the real ones would.
+    pub stubs: Vec<Ident>,
 }
 
 impl<'a> Model<'a> {
@@ -125,52 +142,92 @@ impl<'a> Model<'a> {
             .last()
             .map(|s| s.ident.unraw().to_string())
             .unwrap_or_default();
-        let counters: Vec<Counter> = slotted
-            .counters
-            .iter()
-            .filter_map(|attr| {
-                counter(
-                    attr,
-                    &parent_table,
-                    key.as_ref().map(|(_, k, _)| *k),
-                    &mut errors,
-                )
-            })
-            .collect();
+        let mut counters = Vec::new();
+        let mut stubs = Vec::new();
+        for attr in &slotted.counters {
+            let key = key.as_ref().map(|(_, k, _)| *k);
+            match counter(attr, &parent_table, key, &mut errors) {
+                Ok(counter) => counters.push(counter),
+                Err(name) => stubs.extend(name),
+            }
+        }
         let clashing = check_collisions(&counters, &mut errors);
-        let model = key.map(|(key_field, key, key_column)| Model {
-            ident: &input.ident,
-            vis: &input.vis,
-            parent,
-            key_field,
-            key_column,
-            key,
-            counters,
-            krate: slotted
-                .krate
-                .unwrap_or_else(|| syn::parse_quote!(::slotted_core)),
-        });
+        let krate = slotted
+            .krate
+            .unwrap_or_else(|| syn::parse_quote!(::slotted_core));
+        let (model, stubs) = match key {
+            Some((key_field, key, key_column)) => {
+                let model = Model {
+                    ident: &input.ident,
+                    vis: &input.vis,
+                    parent,
+                    key_field,
+                    key_column,
+                    key,
+                    counters,
+                    krate: krate.clone(),
+                };
+                (Some(model), stubs)
+            }
+            // No key, no counter table: every counter the attributes name is a stub.
+            None => {
+                let names = counters.into_iter().map(|c| c.name);
+                (None, names.chain(stubs).collect())
+            }
+        };
         match (errors.finish(), model) {
             (Ok(()), Some(model)) => Ok(model),
             (Ok(()), None) => Err(Invalid {
                 errors: syn::Error::new(Span::call_site(), "unreachable: no key and no error"),
                 fallback: None,
             }),
-            (Err(errors), model) => Err(Invalid {
-                errors,
-                fallback: model
-                    .filter(|_| input.generics.params.is_empty())
-                    .map(|mut model| {
-                        let mut index = 0;
-                        model.counters.retain(|_| {
-                            index += 1;
-                            !clashing.contains(&(index - 1))
-                        });
-                        Box::new(model)
+            (Err(errors), mut model) => {
+                if let Some(model) = &mut model {
+                    let mut index = 0;
+                    model.counters.retain(|_| {
+                        index += 1;
+                        !clashing.contains(&(index - 1))
+                    });
+                }
+                let stubs = distinct_stubs(model.as_ref(), stubs);
+                let declarable = fields.is_some() && input.generics.params.is_empty();
+                Err(Invalid {
+                    errors,
+                    fallback: declarable.then(|| {
+                        Box::new(Fallback {
+                            ident: &input.ident,
+                            vis: &input.vis,
+                            krate,
+                            model,
+                            stubs,
+                        })
                     }),
-            }),
+                })
+            }
         }
     }
+}
+
+/// The stubs whose methods no declared counter or earlier stub generates already.
+fn distinct_stubs(model: Option<&Model<'_>>, stubs: Vec<Ident>) -> Vec<Ident> {
+    let methods = |name: &Ident| {
+        let name = name.to_string();
+        [format!("{name}_of"), format!("{name}_totals"), name]
+    };
+    let mut taken: Vec<String> = model
+        .into_iter()
+        .flat_map(|m| &m.counters)
+        .flat_map(|c| methods(&c.name))
+        .collect();
+    stubs
+        .into_iter()
+        .filter(|stub| {
+            let mine = methods(stub);
+            let free = !mine.iter().any(|m| taken.contains(m));
+            taken.extend(mine);
+            free
+        })
+        .collect()
 }
 
 fn struct_fields<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Option<&'a syn::FieldsNamed> {
@@ -280,12 +337,18 @@ fn key_type(ty: &Type) -> Option<KeyType> {
     }
 }
 
+/// The counter an attribute declares; or, when it cannot be declared, its name if that is a
+/// sound method name (for a stub), and `None` if not.
 fn counter(
     attr: &CounterAttr<'_>,
     parent_table: &str,
     key: Option<KeyType>,
     errors: &mut Errors,
-) -> Option<Counter> {
+) -> Result<Counter, Option<Ident>> {
+    // Its syntax error was reported; the rest of the attribute is unknown.
+    if attr.broken {
+        return Err(attr.counter.as_ref().filter(|n| is_plain_name(n)).cloned());
+    }
     let name = match &attr.counter {
         Some(name) => checked_name(name, errors),
         None if attr.invalid => None,
@@ -315,7 +378,7 @@ fn counter(
             );
             None
         }
-        Some(lit) => checked_int(lit, "max_key_length", 1, MAX_KEY_LENGTH, errors),
+        Some(lit) => checked_key_length(lit, attr.bucket.as_ref(), errors),
         None => Some(DEFAULT_MAX_KEY_LENGTH),
     };
     let strategy = match &attr.strategy {
@@ -390,9 +453,9 @@ fn counter(
             format_args!("remove `prefill`, or `bucket = {b}`"),
         );
     }
-    let name = name?;
+    let name = name.ok_or(None)?;
     let table = match &attr.table {
-        Some(table) => checked_table(table, errors)?,
+        Some(table) => checked_table(table, errors).ok_or_else(|| Some(name.clone()))?,
         None => {
             // Shared counters get a module for their marker type, named like a table.
             let suffix = if attr.storage.as_ref().is_some_and(|s| s == "shared") {
@@ -407,7 +470,7 @@ fn counter(
                     format_args!("the counter table name `{text}` is not an identifier"),
                     format_args!("name the table: `#[slotted(counter = {name}, slots = …, table = {name}_slots)]`"),
                 );
-                return None;
+                return Err(Some(name));
             };
             if text.len() > MAX_TABLE_NAME {
                 errors.at(
@@ -415,13 +478,13 @@ fn counter(
                     format_args!("the counter table name `{table}` is longer than {MAX_TABLE_NAME} characters"),
                     format_args!("name a shorter table: `#[slotted(counter = {name}, slots = …, table = {name}_slots)]`"),
                 );
-                return None;
+                return Err(Some(name));
             }
             table
         }
     };
     // A bad value was reported above; its default keeps the counter in the fallback model.
-    Some(Counter {
+    Ok(Counter {
         name,
         slots: slots.unwrap_or(1),
         table,
@@ -441,6 +504,14 @@ const KEYWORDS: &[&str] = &[
     "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final", "gen", "macro",
     "override", "priv", "try", "typeof", "unsized", "virtual", "yield",
 ];
+
+/// A name `checked_name` accepts, checked without reporting.
+fn is_plain_name(name: &Ident) -> bool {
+    let text = name.to_string();
+    !KEYWORDS.contains(&text.as_str())
+        && !text.starts_with('_')
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
 
 fn checked_name(name: &Ident, errors: &mut Errors) -> Option<Ident> {
     let text = name.to_string();
@@ -507,17 +578,6 @@ fn checked_int(lit: &LitInt, key: &str, min: u16, max: u16, errors: &mut Errors)
             );
             None
         }
-        _ if key == "max_key_length" => {
-            errors.at(
-                lit,
-                format_args!("`max_key_length` must be between {min} and {max}"),
-                format_args!(
-                    "a `String` key holds {min} to {max} characters: MySQL indexes at most {max} `utf8mb4` \
-                     characters in the key (3,072 bytes); the default is {DEFAULT_MAX_KEY_LENGTH}"
-                ),
-            );
-            None
-        }
         _ => {
             errors.at(
                 lit,
@@ -529,6 +589,40 @@ fn checked_int(lit: &LitInt, key: &str, min: u16, max: u16, errors: &mut Errors)
             None
         }
     }
+}
+
+/// `max_key_length = N`: from 1 to the longest key MySQL/MariaDB can index in this counter's
+/// primary key, which a `bucket` column shortens.
+fn checked_key_length(lit: &LitInt, bucket: Option<&Ident>, errors: &mut Errors) -> Option<u16> {
+    let (max, shape, bytes) = match bucket {
+        None => (
+            MAX_KEY_LENGTH,
+            "`(record_id, slot)`",
+            "`slot` takes 2 bytes",
+        ),
+        Some(_) => (
+            MAX_BUCKETED_KEY_LENGTH,
+            "`(record_id, bucket, slot)`",
+            "`bucket` and `slot` take 10 bytes",
+        ),
+    };
+    let length = lit.base10_parse::<u64>().ok();
+    if let Some(length) = length.filter(|l| (1..=u64::from(max)).contains(l)) {
+        return u16::try_from(length).ok();
+    }
+    let shape_note = bucket
+        .map(|b| format!(" for a counter with `bucket = {b}`"))
+        .unwrap_or_default();
+    errors.at(
+        lit,
+        format_args!("`max_key_length` must be between 1 and {max}{shape_note}"),
+        format_args!(
+            "use `max_key_length = {max}` or less: MySQL and MariaDB index at most 3,072 bytes in the \
+             primary key {shape}, a `utf8mb4` character takes 4 bytes and {bytes}; the default is \
+             {DEFAULT_MAX_KEY_LENGTH}"
+        ),
+    );
+    None
 }
 
 /// Counters whose names, tables or generated methods would clash with an earlier counter's:

@@ -49,6 +49,9 @@ pub struct CounterAttr<'a> {
     pub storage: Option<Ident>,
     /// A key or value was wrong and reported: do not also report missing keys.
     pub invalid: bool,
+    /// The attribute's syntax is broken (`counter: likes`) and was reported: only `counter`, if
+    /// recovered, is known, so that the fallback can still declare the counter's methods.
+    pub broken: bool,
 }
 
 /// Every `#[slotted(…)]` attribute of the input.
@@ -75,6 +78,7 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
             cache: None,
             storage: None,
             invalid: false,
+            broken: false,
         };
         let mut declares_counter = false;
         let mut krate_here = false;
@@ -182,6 +186,19 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
                     format!("{e}\n\nhelp: {COUNTER_FORM}"),
                 ));
             }
+            // Keep the counter's name, so that its uses do not fail as well.
+            let name = counter
+                .counter
+                .take()
+                .or_else(|| recover_counter_name(attr));
+            if let Some(name) = name {
+                out.counters.push(CounterAttr {
+                    counter: Some(name),
+                    invalid: true,
+                    broken: true,
+                    ..counter
+                });
+            }
             continue;
         }
         if declares_counter || !krate_here {
@@ -189,6 +206,26 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
         }
     }
     out
+}
+
+/// The counter's name in an attribute whose syntax is broken: the identifier after `counter`
+/// and any punctuation (`counter: likes`, `counter == likes`, `counter => likes`).
+fn recover_counter_name(attr: &Attribute) -> Option<Ident> {
+    let Meta::List(list) = &attr.meta else {
+        return None;
+    };
+    let mut tokens = list
+        .tokens
+        .clone()
+        .into_iter()
+        .skip_while(|t| !matches!(t, proc_macro2::TokenTree::Ident(i) if i == COUNTER));
+    tokens.next()?;
+    tokens
+        .find(|t| !matches!(t, proc_macro2::TokenTree::Punct(p) if p.as_char() != ','))
+        .and_then(|t| match t {
+            proc_macro2::TokenTree::Ident(name) => Some(name),
+            _ => None,
+        })
 }
 
 /// Stores a key's value, or reports it as given twice in one attribute.

@@ -7,7 +7,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::ext::IdentExt;
 
-use crate::ast::{Bucket, Counter, KeyType, Model, Strategy};
+use crate::ast::{Bucket, Counter, Fallback, KeyType, Model, Strategy};
 
 pub fn expand(model: &Model<'_>) -> TokenStream {
     let krate = &model.krate;
@@ -28,6 +28,56 @@ pub fn expand(model: &Model<'_>) -> TokenStream {
             const COUNTERS: &'static [#krate::CounterSpec] = &[#(#specs),*];
         }
     }
+}
+
+/// The code written beside the errors: the sound counters in full, and for each counter that
+/// an attribute names but that cannot be declared, methods of the same names on
+/// `InvalidCounter`, which take any key and compile any call, so the user's code that calls them
+/// adds no error of its own.
+pub fn expand_fallback(fallback: &Fallback<'_>) -> TokenStream {
+    let (krate, ident, vis) = (&fallback.krate, fallback.ident, fallback.vis);
+    let declared = match &fallback.model {
+        Some(model) => expand(model),
+        None => quote! {
+            #[automatically_derived]
+            impl #krate::SlottedModel for #ident {
+                const COUNTERS: &'static [#krate::CounterSpec] = &[];
+            }
+        },
+    };
+    let stubs = fallback.stubs.iter().map(|name| {
+        let of = format_ident!("{}_of", name);
+        let totals = format_ident!("{}_totals", name);
+        let invalid = quote!(#krate::Counter<'static, #krate::__private::InvalidCounter>);
+        quote! {
+            #[doc(hidden)]
+            #vis fn #name(&self) -> #invalid {
+                #krate::Counter::of(0)
+            }
+
+            #[doc(hidden)]
+            #vis fn #of<K>(_key: K) -> #invalid {
+                #krate::Counter::of(0)
+            }
+
+            #[doc(hidden)]
+            #vis fn #totals<K, C>(
+                _keys: &[K],
+                _conn: &mut C,
+            ) -> #krate::Result<#krate::__private::HashMap<K, i64>> {
+                ::core::result::Result::Ok(#krate::__private::HashMap::new())
+            }
+        }
+    });
+    let stubs = (!fallback.stubs.is_empty()).then(|| {
+        quote! {
+            #[automatically_derived]
+            impl #ident {
+                #(#stubs)*
+            }
+        }
+    });
+    quote!(#declared #stubs)
 }
 
 /// The type that names the counter: the Diesel table type, or the shared marker.
@@ -153,8 +203,10 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
             }
 
             #[doc = #of_doc]
-            #vis fn #of(key: impl ::core::convert::Into<#key_ty>) -> #krate::Counter<'static, #ty> {
-                #krate::Counter::of(key.into())
+            #vis fn #of(
+                key: impl #krate::__private::IntoCounterKey<#key_ty>,
+            ) -> #krate::Counter<'static, #ty> {
+                #krate::Counter::of(#krate::__private::IntoCounterKey::into_counter_key(key))
             }
 
             #[doc = #totals_doc]

@@ -36,47 +36,122 @@ use proc_macro::TokenStream;
 ///
 /// # Attributes
 ///
-/// ## Required attributes
+/// One `#[slotted(…)]` attribute declares one counter; repeat it for more. Keys come in any
+/// order, each at most once per attribute; an unknown key is an error (with "did you mean").
 ///
-/// * `#[slotted(counter = likes, slots = 16)]`, once per counter: declares the counter `likes`,
-///   each record's count spread over 16 slot rows.
-///   - `counter` is a plain snake_case identifier (not a keyword, not raw, not starting with
-///     `_`). It names the generated methods `likes()`, `likes_of(key)` and
-///     `likes_totals(keys, conn)`, which must not clash with another counter's.
-///   - `slots` is an integer literal from 1 to 1,024 ([`MAX_SLOTS`]). Every read sums up to
-///     `slots` rows, and past a few hundred concurrent writers the database, not the row lock,
-///     is the limit, so more buys nothing; 16 to 128 suits most hot counters.
+/// | key | required | default | values |
+/// |---|---|---|---|
+/// | `counter` | yes | | a snake_case identifier |
+/// | `slots` | yes | | 1 to 1,024 |
+/// | `table` | no | `{model table}_{counter}_slots` | an identifier, at most 63 characters |
+/// | `max_key_length` | no | 255 | `String` keys: 1 to 767, or 765 with `bucket` |
+/// | `strategy` | no | `thread` | `thread`, `random` |
+/// | `bucket` | no | none | `day`, `hour` |
+/// | `prefill` | no | off | a flag, no value |
+/// | `cache` | no | none | a `BigInt` column of the model's table |
+/// | `storage` | no | `table` | `table`, `shared` |
+/// | `crate` | no | `::slotted_core` | a path |
 ///
-/// ## Optional counter attributes
+/// ## Required keys
 ///
-/// Added to a counter's own attribute, in any order, each at most once:
+/// * `counter = likes`: the counter's name, which names its methods `likes()`, `likes_of(key)`
+///   and `likes_totals(keys, conn)`; they must not clash with another counter's. A plain
+///   snake_case identifier: not a keyword, not raw (`r#…`), not starting with `_`.
 ///
-/// * `#[slotted(counter = likes, slots = 16, table = post_like_slots)]`: the counter table.
-///   Default: `{model table}_{counter}_slots` (`posts_likes_slots`). ASCII letters, digits and
-///   `_`, at most 63 characters (PostgreSQL's limit), not a Rust keyword (it also names a module);
-///   no two counters of a model may share one.
-/// * `#[slotted(counter = likes, slots = 16, strategy = random)]`: how a write picks its slot.
-///   Default: `thread`, a slot per live thread of the process; `random` draws one per write.
-/// * `#[slotted(counter = downloads, slots = 8, bucket = day)]`: a count per UTC `day` or `hour`
-///   beside the all-time total, with `at`, `bucket_total` and `total_between`. Default: none.
-/// * `#[slotted(counter = likes, slots = 16, prefill)]`: increments first try a plain `UPDATE` of
-///   slot rows made up front by `create_slots`. Default: off. Not with `bucket`.
-/// * `#[slotted(counter = likes, slots = 16, cache = likes_count)]`: a column of the model's own
-///   Diesel table that `refresh_cache` copies the total into; it must be `BigInt`, which is
-///   checked at compile time. Default: none.
-/// * `#[slotted(counter = likes, slots = 16, storage = shared)]`: keep the counter in the one
-///   `slotted_counters` table shared by every such counter. Default: `table`, a table per
-///   counter. Integer keys only; not with `bucket` or `table`.
-/// * `#[slotted(counter = views, slots = 4, max_key_length = 512)]`: `String` keys only, the
-///   longest key in characters, from 1 to 767 (MySQL indexes at most 767 `utf8mb4` characters
-///   in a key). Default: 255. It sizes the MySQL `VARCHAR`; longer keys are refused at run time
-///   on every backend.
+///   ```ignore
+///   #[slotted(counter = likes, slots = 16)]
+///   #[slotted(counter = views, slots = 64)]
+///   pub struct Post { pub id: i32 }
+///   ```
 ///
-/// ## Optional model attribute
+/// * `slots = 16`: how many slot rows one record's count is spread over, an integer literal from
+///   1 to 1,024 ([`MAX_SLOTS`]). Every read sums up to `slots` rows, and past a few hundred
+///   concurrent writers the database, not the row lock, is the limit, so more buys nothing;
+///   16 to 128 suits most hot counters.
 ///
-/// * `#[slotted(crate = slotted)]`: the path slotted-core is reachable at, when `Cargo.toml`
-///   renames it (`slotted = { package = "slotted-core", … }`). Default: `::slotted_core`. Once
-///   per model, in an attribute of its own or in a counter's.
+/// ## Optional keys
+///
+/// * `table = post_like_slots`: the counter table, and the Rust module its Diesel `table!` is
+///   declared in. Default: `{model table}_{counter}_slots` (`posts_likes_slots`). ASCII letters,
+///   digits and `_`, at most 63 characters (PostgreSQL's limit), not a Rust keyword; no two
+///   counters of a model may share one. Not with `storage = shared`.
+///
+///   ```ignore
+///   #[slotted(counter = likes, slots = 16, table = post_like_slots)]
+///   ```
+///
+/// * `max_key_length = 512`: for a `String` key, the longest key in characters. It sizes the
+///   MySQL column, `VARCHAR(512) CHARACTER SET utf8mb4`; a longer key is refused at run time on
+///   every backend, before anything is sent. Default: 255. At most 767, or 765 for a counter
+///   with `bucket` ([`MAX_KEY_LENGTH`], [`MAX_BUCKETED_KEY_LENGTH`]): MySQL and MariaDB index at
+///   most 3,072 bytes of a primary key, a `utf8mb4` character takes 4, `slot` 2 and `bucket` 8.
+///   An integer key takes no `max_key_length`. On PostgreSQL the key is `TEXT`, and a btree entry
+///   holds at most 2,704 bytes: a key of more than about 2,690 bytes (672 four-byte characters,
+///   669 beside a `bucket`) that does not compress fails there with a database error.
+///
+///   ```ignore
+///   #[derive(SlottedCounter)]
+///   #[diesel(table_name = pages, primary_key(url))]
+///   #[slotted(counter = views, slots = 4, max_key_length = 512)]
+///   pub struct Page { pub url: String }
+///   ```
+///
+/// * `strategy = random`: how a write picks its slot. Default: `thread`, the slot of the
+///   writing thread (a distinct one per live thread while there are no more threads than
+///   slots); `random` draws one per write.
+///
+///   ```ignore
+///   #[slotted(counter = views, slots = 64, strategy = random)]
+///   ```
+///
+/// * `bucket = day` (or `hour`): a count per UTC day or hour beside the all-time total, with
+///   `at`, `bucket_total` and `total_between` on the counter and `delete_buckets_before` and
+///   `fold_buckets_before` on its table. Default: none, a single all-time count. The table's
+///   primary key becomes `(record_id, bucket, slot)`. Not with `prefill` or `storage = shared`.
+///
+///   ```ignore
+///   #[slotted(counter = downloads, slots = 8, bucket = day)]
+///   ```
+///
+/// * `prefill`: increments first try a plain `UPDATE` of slot rows made up front by
+///   `create_slots`, and fall back to the upsert. Default: off. A flag without a value; not
+///   with `bucket`.
+///
+///   ```ignore
+///   #[slotted(counter = likes, slots = 16, prefill)]
+///   ```
+///
+/// * `cache = likes_count`: a column of the model's own Diesel table that `refresh_cache` copies
+///   the total into. It must be `BigInt`, which is checked at compile time. Default: none.
+///
+///   ```ignore
+///   diesel::table! { posts (id) { id -> Integer, likes_count -> BigInt, } }
+///
+///   #[derive(SlottedCounter)]
+///   #[diesel(table_name = posts)]
+///   #[slotted(counter = likes, slots = 16, cache = likes_count)]
+///   pub struct Post { pub id: i32, pub likes_count: i64 }
+///   ```
+///
+/// * `storage = shared`: keep the counter in the one `slotted_counters` table shared by every
+///   such counter, under `record_type = "{model table}.{counter}"`. Default: `table`, a table per
+///   counter. `i32` and `i64` keys only; not with `bucket` or `table`. The counter's type is
+///   then `{model table}_{counter}::counter` (a marker; the rows are in
+///   `slotted_core::shared::slotted_counters`).
+///
+///   ```ignore
+///   #[slotted(counter = saves, slots = 8, storage = shared)]
+///   ```
+///
+/// * `crate = slotted`: the path slotted-core is reachable at, when `Cargo.toml` renames it
+///   (`slotted = { package = "slotted-core", … }`). Default: `::slotted_core`. Once per model,
+///   in an attribute of its own or in a counter's.
+///
+///   ```ignore
+///   #[slotted(crate = slotted)]
+///   #[slotted(counter = likes, slots = 16)]
+///   pub struct Post { pub id: i32 }
+///   ```
 ///
 /// ## Diesel's attributes it reads
 ///
@@ -102,7 +177,8 @@ use proc_macro::TokenStream;
 ///   `PrefilledCounterTable` or `CachedCounterTable` where the counter has that feature, so the
 ///   calls a counter does not support do not compile;
 /// - on the model: `fn likes(&self) -> Counter<'_, posts_likes_slots::table>`,
-///   `fn likes_of(key: impl Into<i32>) -> Counter<'static, …>` and
+///   `fn likes_of(key: impl IntoCounterKey<i32>) -> Counter<'static, …>` (any key that converts
+///   `Into<i32>`) and
 ///   `fn likes_totals(keys: &[i32], conn) -> Result<HashMap<i32, i64>>`.
 ///
 /// For the model, `impl SlottedModel`, which lists its counters for [`CounterMigrations`].
@@ -123,16 +199,23 @@ use proc_macro::TokenStream;
 /// unsupported primary key; and combinations that cannot work (`prefill` with `bucket`,
 /// `storage = shared` with a `String` key, a `bucket` or a `table`). Those errors are all the
 /// build reports: beside them the derive still declares every counter whose name and table are
-/// sound (a bad value replaced by its default), so the code that uses the counters does not fail
-/// as well.
+/// sound (a bad value replaced by its default), and for every other counter an attribute names
+/// (`counter: likes`, a bad table, an unsupported or composite key) the three methods as stubs
+/// that accept any call, so the code that uses the counters does not fail as well (as
+/// thiserror's fallback does).
 ///
-/// At the call site: a counter that was not declared has no method; a key of the wrong type does
-/// not convert (`likes_of` takes `impl Into<Key>`, `likes_totals` takes `&[Key]`); bucket,
-/// cache and prefill calls exist only on counters declared with them; and a connection whose
-/// backend's slotted-core feature is off fails with "slotted counters are not enabled for the
-/// `Pg` backend" and the feature to enable.
+/// At the call site: a counter that was not declared has no method; a key of the wrong type says
+/// which type the counter is keyed by ("this counter is keyed by `i32`, not by `i64`";
+/// `likes_of` takes any key that converts `Into` it, `likes_totals` takes `&[Key]`); bucket,
+/// cache and prefill calls compile only on counters declared with them, and otherwise say which
+/// key to declare ("the counter `posts_likes_slots::table` has no time buckets"); a pool passed
+/// for a connection says to pass `&mut pool.get()?`; and a connection whose backend's
+/// slotted-core feature is off fails with "slotted counters are not enabled for the `Pg`
+/// backend" and the features that are off.
 ///
 /// [`MAX_SLOTS`]: https://docs.rs/slotted-core/latest/slotted_core/constant.MAX_SLOTS.html
+/// [`MAX_KEY_LENGTH`]: https://docs.rs/slotted-core/latest/slotted_core/constant.MAX_KEY_LENGTH.html
+/// [`MAX_BUCKETED_KEY_LENGTH`]: https://docs.rs/slotted-core/latest/slotted_core/constant.MAX_BUCKETED_KEY_LENGTH.html
 /// [`CounterSpec`]: https://docs.rs/slotted-core/latest/slotted_core/struct.CounterSpec.html
 /// [`CounterMigrations`]: https://docs.rs/slotted-core/latest/slotted_core/struct.CounterMigrations.html
 #[proc_macro_derive(SlottedCounter, attributes(slotted, diesel))]
@@ -150,7 +233,7 @@ fn derive_inner(input: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
         Ok(model) => expand::expand(&model),
         Err(invalid) => {
             let mut out = invalid.errors.to_compile_error();
-            out.extend(invalid.fallback.as_deref().map(expand::expand));
+            out.extend(invalid.fallback.as_deref().map(expand::expand_fallback));
             out
         }
     }

@@ -45,6 +45,39 @@ const REFUSED: &[&str] = &[
     "#[slotted(counter = likes, slots = 16)] enum Post<T> { A(T) }",
     "#[slotted(counter = likes, slots = 16)] struct Post {}",
     "#[slotted(counter = likes, slots = 16)] #[slotted(counter = likes, slots = 16)] #[slotted(counter = likes, slots = 16)] struct Post { id: i32 }",
+    "#[slotted(counter: likes, slots = 16)] struct Post { id: i32 }",
+    "#[slotted(counter == likes)] struct Post { id: i32 }",
+    "#[slotted(counter: fn, slots = 16)] struct Post { id: i32 }",
+    "#[slotted(counter: r#likes, slots = 16)] struct Post { id: i32 }",
+    "#[slotted(slots = 16, counter:)] struct Post { id: i32 }",
+    "#[slotted(slots = 16, counter: ,)] struct Post { id: i32 }",
+    "#[slotted(counter: likes, slots = 16)] #[slotted(counter = likes, slots = 16)] struct Post { id: i32 }",
+    "#[slotted(counter: likes_of, slots = 16)] #[slotted(counter = likes, slots = 16)] struct Post { id: i32 }",
+    "#[slotted(counter = likes, slots = 16, bucket = day, max_key_length = 766)] #[diesel(primary_key(url))] struct Page { url: String }",
+    "#[slotted(counter = likes, slots = 16, bucket = week, max_key_length = 766)] #[diesel(primary_key(url))] struct Page { url: String }",
+    "#[slotted(counter = likes, slots = 16, max_key_length = 768)] #[diesel(primary_key(url))] struct Page { url: String }",
+    "#[slotted(counter = likes, slots = 16)] struct Post { id: Uuid }",
+];
+
+/// Inputs with errors whose fallback must still declare these methods, each exactly once, so
+/// that their uses compile.
+const STUBBED: &[(&str, &[&str])] = &[
+    ("#[slotted(counter: likes, slots = 16)] struct Post { id: i32 }", &["likes", "likes_of", "likes_totals"]),
+    ("#[slotted(counter = likes slots = 16)] struct Post { id: i32 }", &["likes", "likes_of", "likes_totals"]),
+    ("#[slotted(counter = likes, slots = 16)] struct Post { id: Uuid }", &["likes", "likes_of", "likes_totals"]),
+    (
+        "#[diesel(primary_key(a, b))] #[slotted(counter = likes, slots = 16)] #[slotted(counter = views, slots = 4)] struct Post { a: i32, b: i32 }",
+        &["likes", "likes_of", "likes_totals", "views", "views_of", "views_totals"],
+    ),
+    ("#[slotted(counter = likes, slots = 16, table = r#type)] struct Post { id: i32 }", &["likes", "likes_of", "likes_totals"]),
+    (
+        "#[slotted(counter: likes, slots = 16)] #[slotted(counter = likes, slots = 16)] struct Post { id: i32 }",
+        &["likes", "likes_of", "likes_totals"],
+    ),
+    (
+        "#[slotted(counter: views, slots = 16)] #[slotted(counter = likes, slots = 0)] struct Post { id: i32 }",
+        &["likes", "likes_of", "likes_totals", "views", "views_of", "views_totals"],
+    ),
 ];
 
 /// Odd but valid inputs, and the counter table each must declare.
@@ -115,6 +148,28 @@ fn malformed_input_is_an_error_with_help_never_a_panic() {
                 "not lowercase for {input}: {message}"
             );
         }
+    }
+}
+
+#[test]
+fn the_fallback_declares_every_named_counter_once() {
+    for (input, methods) in STUBBED {
+        let expansion = expand(input);
+        assert!(!errors(&expansion).is_empty(), "accepted: {input}");
+        let text = expansion.to_string();
+        for method in *methods {
+            let declared = text.matches(&format!("fn {method} ")).count()
+                + text.matches(&format!("fn {method}<")).count();
+            assert_eq!(
+                declared, 1,
+                "`{method}` declared {declared} times for {input}: {text}"
+            );
+        }
+        assert_eq!(
+            text.matches("SlottedModel for").count(),
+            1,
+            "{input}: {text}"
+        );
     }
 }
 

@@ -4,17 +4,124 @@
 use std::path::PathBuf;
 
 use diesel_migrations::FileBasedMigrations;
-use slotted_core::{CounterMigrations, Dialect, Error};
+use slotted_core::{CounterMigrations, Dialect, Error, SlottedCounter};
 use slotted_tests::models::*;
 use slotted_tests::{all_migrations, backend_tests, Column, TestConnection, TestDb};
 
-backend_tests!(
-    up_down_up_with_expected_schema,
-    running_twice_is_a_no_op,
-    cli_folders_apply_with_diesel_file_migrations,
-    cli_folders_and_harness_share_versions,
-    cli_folders_refuse_different_content,
+backend_tests! {
+    all: [
+        up_down_up_with_expected_schema,
+        running_twice_is_a_no_op,
+        cli_folders_apply_with_diesel_file_migrations,
+        cli_folders_and_harness_share_versions,
+        cli_folders_refuse_different_content,
+        longest_string_keys_migrate_and_round_trip,
+    ],
+    postgres: [incompressible_keys_past_the_btree_limit_are_database_errors],
+}
+
+/// A `String` key at the longest `max_key_length` each shape of table allows: InnoDB indexes at
+/// most 3,072 bytes a key, 4 a `utf8mb4` character, and `slot` (2 bytes) and `bucket` (8) take
+/// their share. One character more is a compile error (`tests/ui/max-key-length-too-long*.rs`).
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = urls, primary_key(url))]
+#[slotted(counter = hits, slots = 2, max_key_length = 767)]
+#[slotted(counter = daily, slots = 2, bucket = day, max_key_length = 765)]
+pub struct Url {
+    pub url: String,
+}
+
+const _: () = assert!(
+    slotted_core::MAX_KEY_LENGTH == 767 && slotted_core::MAX_BUCKETED_KEY_LENGTH == 765,
+    "the attributes of `Url` are the limits"
 );
+
+fn longest_string_keys_migrate_and_round_trip<C: TestConnection>(test: &str) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    conn.run_pending_migrations(CounterMigrations::of::<Url>())
+        .expect("a counter table at the longest key migrates");
+    if C::NAME == "mysql" {
+        assert_eq!(conn.columns("urls_hits_slots")[0].sql_type, "varchar(767)");
+        assert_eq!(conn.columns("urls_daily_slots")[0].sql_type, "varchar(765)");
+    }
+
+    // 4-byte characters: the most bytes a key of this length can take.
+    let longest = "😀".repeat(767);
+    let url = Url {
+        url: longest.clone(),
+    };
+    url.hits().add(3, &mut conn).unwrap();
+    Url::hits_of(longest.as_str()).increment(&mut conn).unwrap();
+    assert_eq!(url.hits().total(&mut conn).unwrap(), 4);
+    let totals = Url::hits_totals(std::slice::from_ref(&longest), &mut conn).unwrap();
+    assert_eq!(totals[&longest], 4, "the key comes back whole");
+
+    let longest_bucketed = "😀".repeat(765);
+    Url::daily_of(longest_bucketed.as_str())
+        .add(2, &mut conn)
+        .unwrap();
+    assert_eq!(
+        Url::daily_of(longest_bucketed.as_str())
+            .bucket_total(&mut conn)
+            .unwrap(),
+        2
+    );
+    let totals = Url::daily_totals(std::slice::from_ref(&longest_bucketed), &mut conn).unwrap();
+    assert_eq!(totals[&longest_bucketed], 2);
+
+    // One character more is refused before anything is sent, on every backend.
+    for err in [
+        Url::hits_of("😀".repeat(768)).increment(&mut conn),
+        Url::daily_of("😀".repeat(766)).increment(&mut conn),
+    ] {
+        assert!(matches!(err, Err(Error::InvalidKey { .. })), "{err:?}");
+    }
+}
+
+/// `n` distinct-looking 4-byte characters that pglz cannot compress (`'😀'` repeated can:
+/// PostgreSQL stores a compressed index entry, and such a key fits at any length).
+fn incompressible_key(n: u64) -> String {
+    (1..=n)
+        .map(|i| {
+            let offset = (i * 2_654_435_761 + 97) % 1_048_000;
+            char::from_u32(0x1_0000 + offset as u32).expect("a supplementary-plane character")
+        })
+        .collect()
+}
+
+/// PostgreSQL's `TEXT` key has no declared length, but a btree entry holds at most 2,704 bytes:
+/// an incompressible key of more than 2,690 bytes (672 four-byte characters; 2,676 bytes or 669
+/// characters beside a `bucket`) fails at the database, within the attribute's
+/// `max_key_length`, as a `Database` error, not a panic. The same as `psql` measured.
+fn incompressible_keys_past_the_btree_limit_are_database_errors<C: TestConnection>(test: &str) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    conn.run_pending_migrations(CounterMigrations::of::<Url>())
+        .unwrap();
+    for (fits, too_long, bucketed) in [(672, 673, false), (669, 670, true)] {
+        let add = |key: String, conn: &mut C| {
+            if bucketed {
+                Url::daily_of(key).increment(conn)
+            } else {
+                Url::hits_of(key).increment(conn)
+            }
+        };
+        add(incompressible_key(fits), &mut conn).expect("an entry within 2,704 bytes");
+        let err = add(incompressible_key(too_long), &mut conn).unwrap_err();
+        assert!(
+            matches!(err, Error::Database { .. })
+                && err
+                    .to_string()
+                    .contains("exceeds btree version 4 maximum 2704"),
+            "{err}"
+        );
+    }
+}
 
 fn dialect<C: TestConnection>() -> Dialect {
     match C::NAME {

@@ -19,6 +19,16 @@ use crate::dialect::{CounterBackend, Dialect};
 /// Every counter call takes one and runs on it: inside its open transaction if it has one,
 /// never opening one of its own (maintenance calls open one transaction per batch, which
 /// becomes a savepoint inside yours).
+///
+/// A pool is not a connection: pass one of its connections, `&mut pool.get()?`. (rustc shows
+/// this trait's message when the type is no `LoadConnection` at all; for a connection whose
+/// backend is off it shows [`CounterBackend`]'s.)
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a database connection slotted counters can run on",
+    label = "expected a connection, such as `&mut SqliteConnection`",
+    note = "a pool is not a connection: pass one of its connections, `&mut pool.get()?`",
+    note = "counter calls take `&mut` of a Diesel connection (`SqliteConnection`, `PgConnection`, `MysqlConnection`) or of r2d2's `PooledConnection` of one"
+)]
 pub trait CounterConnection: LoadConnection<Backend: CounterBackend> + Send {}
 
 impl<C> CounterConnection for C

@@ -130,22 +130,21 @@ impl<'k, T: CounterTable> Counter<'k, T> {
     }
 }
 
-/// Roll-up into the model's cache column (counters declared with `cache = column`).
-impl<'k, T: CachedCounterTable> Counter<'k, T> {
+/// Roll-up into the model's cache column (counters declared with `cache = column`), and
+/// pre-created slots (counters declared with `prefill`). The bounds are on the methods, so that a
+/// call on another counter reports the marker trait's own message.
+impl<'k, T: CounterTable> Counter<'k, T> {
     two_faces! {
         /// Copies this record's total into its cache column: one short `UPDATE` of the model's
         /// row.
-        fn refresh_cache / refresh_cache_async(&self) -> Result<RefreshReport> =
+        fn refresh_cache / refresh_cache_async(&self) -> Result<RefreshReport>
+            where T: CachedCounterTable =
             |exec| refresh::<T, _>(exec, std::slice::from_ref(self.key()));
-    }
-}
 
-/// Pre-created slots (counters declared with `prefill`).
-impl<'k, T: PrefilledCounterTable> Counter<'k, T> {
-    two_faces! {
         /// Creates this record's slot rows (count 0) that do not exist yet, so increments are
         /// plain `UPDATE`s. Returns how many it created.
-        fn create_slots / create_slots_async(&self) -> Result<u64> =
+        fn create_slots / create_slots_async(&self) -> Result<u64>
+            where T: PrefilledCounterTable =
             |exec| create_slots::<T, _>(exec, std::slice::from_ref(self.key()));
     }
 }

@@ -37,9 +37,9 @@ impl Video {
     }
     ///The `likes` counter of the record with this key, without loading the record.
     pub fn likes_of(
-        key: impl ::core::convert::Into<i64>,
+        key: impl slotted::__private::IntoCounterKey<i64>,
     ) -> slotted::Counter<'static, videos_likes_slots::table> {
-        slotted::Counter::of(key.into())
+        slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
     ///The `likes` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn likes_totals<C: slotted::CounterConnection>(
@@ -85,9 +85,9 @@ impl Video {
     }
     ///The `views` counter of the record with this key, without loading the record.
     pub fn views_of(
-        key: impl ::core::convert::Into<i64>,
+        key: impl slotted::__private::IntoCounterKey<i64>,
     ) -> slotted::Counter<'static, video_view_slots::table> {
-        slotted::Counter::of(key.into())
+        slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
     ///The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn views_totals<C: slotted::CounterConnection>(
@@ -131,9 +131,9 @@ impl Video {
     }
     ///The `shares` counter of the record with this key, without loading the record.
     pub fn shares_of(
-        key: impl ::core::convert::Into<i64>,
+        key: impl slotted::__private::IntoCounterKey<i64>,
     ) -> slotted::Counter<'static, videos_shares_slots::table> {
-        slotted::Counter::of(key.into())
+        slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
     ///The `shares` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn shares_totals<C: slotted::CounterConnection>(
@@ -177,9 +177,9 @@ impl Video {
     }
     ///The `saves` counter of the record with this key, without loading the record.
     pub fn saves_of(
-        key: impl ::core::convert::Into<i64>,
+        key: impl slotted::__private::IntoCounterKey<i64>,
     ) -> slotted::Counter<'static, videos_saves::counter> {
-        slotted::Counter::of(key.into())
+        slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
     ///The `saves` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn saves_totals<C: slotted::CounterConnection>(

@@ -30,9 +30,11 @@ impl Post {
     }
     ///The `likes` counter of the record with this key, without loading the record.
     pub fn likes_of(
-        key: impl ::core::convert::Into<i32>,
+        key: impl ::slotted_core::__private::IntoCounterKey<i32>,
     ) -> ::slotted_core::Counter<'static, posts_likes_slots::table> {
-        ::slotted_core::Counter::of(key.into())
+        ::slotted_core::Counter::of(
+            ::slotted_core::__private::IntoCounterKey::into_counter_key(key),
+        )
     }
     ///The `likes` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn likes_totals<C: ::slotted_core::CounterConnection>(

@@ -39,9 +39,11 @@ impl r#Match {
     }
     ///The `goals` counter of the record with this key, without loading the record.
     pub fn goals_of(
-        key: impl ::core::convert::Into<i32>,
+        key: impl ::slotted_core::__private::IntoCounterKey<i32>,
     ) -> ::slotted_core::Counter<'static, match_goals_slots::table> {
-        ::slotted_core::Counter::of(key.into())
+        ::slotted_core::Counter::of(
+            ::slotted_core::__private::IntoCounterKey::into_counter_key(key),
+        )
     }
     ///The `goals` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn goals_totals<C: ::slotted_core::CounterConnection>(
@@ -85,9 +87,11 @@ impl r#Match {
     }
     ///The `fouls` counter of the record with this key, without loading the record.
     pub fn fouls_of(
-        key: impl ::core::convert::Into<i32>,
+        key: impl ::slotted_core::__private::IntoCounterKey<i32>,
     ) -> ::slotted_core::Counter<'static, match_fouls::counter> {
-        ::slotted_core::Counter::of(key.into())
+        ::slotted_core::Counter::of(
+            ::slotted_core::__private::IntoCounterKey::into_counter_key(key),
+        )
     }
     ///The `fouls` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn fouls_totals<C: ::slotted_core::CounterConnection>(

@@ -30,9 +30,11 @@ impl Page {
     }
     ///The `views` counter of the record with this key, without loading the record.
     pub(crate) fn views_of(
-        key: impl ::core::convert::Into<::std::string::String>,
+        key: impl ::slotted_core::__private::IntoCounterKey<::std::string::String>,
     ) -> ::slotted_core::Counter<'static, pages_views_slots::table> {
-        ::slotted_core::Counter::of(key.into())
+        ::slotted_core::Counter::of(
+            ::slotted_core::__private::IntoCounterKey::into_counter_key(key),
+        )
     }
     ///The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub(crate) fn views_totals<C: ::slotted_core::CounterConnection>(

@@ -115,6 +115,12 @@ mod tests {
         Page::hits_of("https://example.com/")
             .increment(&mut conn)
             .unwrap();
+        // Every key `likes_of` took as `impl Into<Key>`: a `&str`, a `&String`, a `String`, a
+        // narrower integer.
+        let url = ::std::string::String::from("https://example.com/");
+        Page::hits_of(&url).increment(&mut conn).unwrap();
+        Page::hits_of(url).decrement(&mut conn).unwrap();
+        Post::likes_of(1_i16).add(0, &mut conn).unwrap();
         count_banner_click(7, &mut conn).unwrap();
         assert_eq!(post.likes().refresh_cache(&mut conn).unwrap().updated, 1);
         posts_likes_slots::table.compact_all(10, &mut conn).unwrap();
