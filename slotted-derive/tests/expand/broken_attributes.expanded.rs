@@ -2,7 +2,7 @@
     "expected `=` after `counter`\n\nhelp: the correct format looks like `#[slotted(counter = likes, slots = 16)]`"
 }
 ::core::compile_error! {
-    "unknown slot strategy `fastest`\n\nhelp: `strategy = thread` (the default: a slot per live thread) or `strategy = random`"
+    "unknown slot strategy `fastest`\n\nhelp: `strategy = thread` (the default: a slot per live thread), `strategy = connection` (a slot per database connection, chosen by the server) or `strategy = random`"
 }
 ::core::compile_error! {
     "table name `r#type` must be ASCII letters, digits and `_`\n\nhelp: e.g. `table = post_likes_slots`"
@@ -51,6 +51,17 @@ impl Post {
         conn: &mut C,
     ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<i32, i64>> {
         ::slotted_core::Counter::<posts_views_slots::table>::totals(keys, conn)
+    }
+    ::slotted_core::__private::if_async! {
+        #[doc =
+        "The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub fn views_totals_async < 'a, C : ::slotted_core::AsyncCounterConnection >
+        (keys : & 'a[i32], conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        ::slotted_core::Result < ::slotted_core::__private::HashMap < i32, i64 >>, > +
+        ::core::marker::Send + 'a { ::slotted_core::Counter:: < posts_views_slots::table
+        > ::totals_async(keys, conn) }
     }
 }
 #[automatically_derived]

@@ -48,6 +48,17 @@ impl Video {
     ) -> slotted::Result<slotted::__private::HashMap<i64, i64>> {
         slotted::Counter::<videos_likes_slots::table>::totals(keys, conn)
     }
+    slotted::__private::if_async! {
+        #[doc =
+        "The `likes` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub fn likes_totals_async < 'a, C : slotted::AsyncCounterConnection > (keys : &
+        'a[i64], conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        slotted::Result < slotted::__private::HashMap < i64, i64 >>, > +
+        ::core::marker::Send + 'a { slotted::Counter:: < videos_likes_slots::table >
+        ::totals_async(keys, conn) }
+    }
 }
 slotted::__private::diesel::table! {
     #[doc =
@@ -96,6 +107,17 @@ impl Video {
     ) -> slotted::Result<slotted::__private::HashMap<i64, i64>> {
         slotted::Counter::<video_view_slots::table>::totals(keys, conn)
     }
+    slotted::__private::if_async! {
+        #[doc =
+        "The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub fn views_totals_async < 'a, C : slotted::AsyncCounterConnection > (keys : &
+        'a[i64], conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        slotted::Result < slotted::__private::HashMap < i64, i64 >>, > +
+        ::core::marker::Send + 'a { slotted::Counter:: < video_view_slots::table >
+        ::totals_async(keys, conn) }
+    }
 }
 slotted::__private::diesel::table! {
     #[doc =
@@ -142,6 +164,17 @@ impl Video {
     ) -> slotted::Result<slotted::__private::HashMap<i64, i64>> {
         slotted::Counter::<videos_shares_slots::table>::totals(keys, conn)
     }
+    slotted::__private::if_async! {
+        #[doc =
+        "The `shares` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub fn shares_totals_async < 'a, C : slotted::AsyncCounterConnection > (keys : &
+        'a[i64], conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        slotted::Result < slotted::__private::HashMap < i64, i64 >>, > +
+        ::core::marker::Send + 'a { slotted::Counter:: < videos_shares_slots::table >
+        ::totals_async(keys, conn) }
+    }
 }
 ///The `saves` counter of [`Video`], kept in the shared `slotted_counters` table. Declared by `#[derive(SlottedCounter)]`.
 #[allow(non_camel_case_types)]
@@ -187,6 +220,17 @@ impl Video {
         conn: &mut C,
     ) -> slotted::Result<slotted::__private::HashMap<i64, i64>> {
         slotted::Counter::<videos_saves::counter>::totals(keys, conn)
+    }
+    slotted::__private::if_async! {
+        #[doc =
+        "The `saves` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub fn saves_totals_async < 'a, C : slotted::AsyncCounterConnection > (keys : &
+        'a[i64], conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        slotted::Result < slotted::__private::HashMap < i64, i64 >>, > +
+        ::core::marker::Send + 'a { slotted::Counter:: < videos_saves::counter >
+        ::totals_async(keys, conn) }
     }
 }
 #[automatically_derived]

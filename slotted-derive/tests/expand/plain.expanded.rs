@@ -43,6 +43,17 @@ impl Post {
     ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<i32, i64>> {
         ::slotted_core::Counter::<posts_likes_slots::table>::totals(keys, conn)
     }
+    ::slotted_core::__private::if_async! {
+        #[doc =
+        "The `likes` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub fn likes_totals_async < 'a, C : ::slotted_core::AsyncCounterConnection >
+        (keys : & 'a[i32], conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        ::slotted_core::Result < ::slotted_core::__private::HashMap < i32, i64 >>, > +
+        ::core::marker::Send + 'a { ::slotted_core::Counter:: < posts_likes_slots::table
+        > ::totals_async(keys, conn) }
+    }
 }
 #[automatically_derived]
 impl ::slotted_core::SlottedModel for Post {

@@ -52,6 +52,17 @@ impl r#Match {
     ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<i32, i64>> {
         ::slotted_core::Counter::<match_goals_slots::table>::totals(keys, conn)
     }
+    ::slotted_core::__private::if_async! {
+        #[doc =
+        "The `goals` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub fn goals_totals_async < 'a, C : ::slotted_core::AsyncCounterConnection >
+        (keys : & 'a[i32], conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        ::slotted_core::Result < ::slotted_core::__private::HashMap < i32, i64 >>, > +
+        ::core::marker::Send + 'a { ::slotted_core::Counter:: < match_goals_slots::table
+        > ::totals_async(keys, conn) }
+    }
 }
 ///The `fouls` counter of [`Match`], kept in the shared `slotted_counters` table. Declared by `#[derive(SlottedCounter)]`.
 #[allow(non_camel_case_types)]
@@ -99,6 +110,17 @@ impl r#Match {
         conn: &mut C,
     ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<i32, i64>> {
         ::slotted_core::Counter::<match_fouls::counter>::totals(keys, conn)
+    }
+    ::slotted_core::__private::if_async! {
+        #[doc =
+        "The `fouls` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub fn fouls_totals_async < 'a, C : ::slotted_core::AsyncCounterConnection >
+        (keys : & 'a[i32], conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        ::slotted_core::Result < ::slotted_core::__private::HashMap < i32, i64 >>, > +
+        ::core::marker::Send + 'a { ::slotted_core::Counter:: < match_fouls::counter >
+        ::totals_async(keys, conn) }
     }
 }
 #[automatically_derived]

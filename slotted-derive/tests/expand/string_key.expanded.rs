@@ -45,6 +45,19 @@ impl Page {
     > {
         ::slotted_core::Counter::<pages_views_slots::table>::totals(keys, conn)
     }
+    ::slotted_core::__private::if_async! {
+        #[doc =
+        "The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub (crate) fn views_totals_async < 'a, C :
+        ::slotted_core::AsyncCounterConnection > (keys : & 'a[::std::string::String],
+        conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        ::slotted_core::Result < ::slotted_core::__private::HashMap <
+        ::std::string::String, i64 >>, > + ::core::marker::Send + 'a {
+        ::slotted_core::Counter:: < pages_views_slots::table > ::totals_async(keys, conn)
+        }
+    }
 }
 #[automatically_derived]
 impl ::slotted_core::SlottedModel for Page {
