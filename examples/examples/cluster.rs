@@ -19,7 +19,12 @@
 //! - `connection`: `MOD(CONNECTION_ID(), slots)`, computed by the server;
 //! - `connection+node`: `MOD(CONNECTION_ID() * @@auto_increment_increment + @@auto_increment_offset - 1, slots)`:
 //!   Galera gives each node its own `auto_increment_offset` (1, 2, 3) and sets the increment to
-//!   the cluster size, so no two connections of the cluster get the same number;
+//!   the cluster size, so no two connections of the cluster get the same number before the
+//!   `MOD` (after it they can: the nodes' connection ids are far apart);
+//! - `node-range`: `MOD(CONNECTION_ID(), slots DIV @@auto_increment_increment) * @@auto_increment_increment + @@auto_increment_offset - 1`:
+//!   each node writes only its own slots (node 1: 0, 3, 6, …; node 2: 1, 4, 7, …), so writers
+//!   on two nodes never share a row; two on one node may, and then wait on the row lock
+//!   instead of aborting. On a server without Galera (offset 1, increment 1) it is `connection`;
 //! - `private`: writer `w` writes slot `w` alone (the ceiling: no row shared);
 //! - `lib-thread`, `lib-random`: the library's own `increment`, with all writers in this one
 //!   process (so `lib-thread` gives every writer its own slot, like `private`).
@@ -48,12 +53,13 @@ struct Clip {
     id: i32,
 }
 
-const MODES: [&str; 8] = [
+const MODES: [&str; 9] = [
     "single-row",
     "random",
     "thread",
     "connection",
     "connection+node",
+    "node-range",
     "private",
     "lib-thread",
     "lib-random",
@@ -180,6 +186,12 @@ fn increment(
             .map(drop),
         "connection+node" => diesel::sql_query(upsert(&format!(
             "MOD(CONNECTION_ID() * @@auto_increment_increment + @@auto_increment_offset - 1, {slots})"
+        )))
+        .bind::<Integer, _>(id)
+        .execute(conn)
+        .map(drop),
+        "node-range" => diesel::sql_query(upsert(&format!(
+            "MOD(CONNECTION_ID(), {slots} DIV @@auto_increment_increment) * @@auto_increment_increment + @@auto_increment_offset - 1"
         )))
         .bind::<Integer, _>(id)
         .execute(conn)
