@@ -9,6 +9,7 @@
 //! | PostgreSQL | `40P01` deadlock detected | `Unknown`, message "deadlock detected" |
 //! | PostgreSQL | `55P03` lock timeout (`lock_timeout`) | `Unknown`, message "canceling statement due to lock timeout" |
 //! | MySQL, MariaDB | `1213` deadlock | `DatabaseErrorKind::SerializationFailure` |
+//! | MariaDB Galera | `1213` certification conflict (lost to a transaction committed on another node) | a statement: `SerializationFailure`; `COMMIT`: `Unknown`, message "Deadlock found" |
 //! | MySQL, MariaDB | `1205` lock wait timeout | `Unknown`, message "Lock wait timeout exceeded" |
 //! | SQLite | `SQLITE_BUSY` after the busy timeout | `Unknown`, message "database is locked" |
 //!

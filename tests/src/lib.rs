@@ -164,6 +164,55 @@ fn recreate_server_database<C: Connection + SimpleConnection>(
     Some(with_database(&url, &name))
 }
 
+/// The nodes of a multi-primary cluster (MariaDB Galera), from `SLOTTED_GALERA_URLS`
+/// (comma-separated, as `scripts/galera urls` prints them), each with the database of `test`
+/// dropped and created afresh, or `None` (skip) with a message; with
+/// `SLOTTED_REQUIRE_ALL_BACKENDS=1` a missing variable fails the test.
+///
+/// The database is created through the first node (DDL replicates in total order); each other
+/// node is waited for (`wsrep_sync_wait`) until it has it.
+#[cfg(feature = "mysql")]
+pub fn cluster_databases(test: &str) -> Option<Vec<String>> {
+    let list = server_url("SLOTTED_GALERA_URLS", test)?;
+    let urls: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect();
+    assert!(
+        urls.len() >= 2,
+        "SLOTTED_GALERA_URLS names {} node(s); a cluster test needs at least 2",
+        urls.len()
+    );
+    let name = database_name(&format!("galera_{test}"));
+    for (i, url) in urls.iter().enumerate() {
+        let mut admin = diesel::MysqlConnection::establish(url)
+            .unwrap_or_else(|e| panic!("connect to cluster node {url}: {e}"));
+        if i == 0 {
+            admin
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+                .and_then(|()| admin.batch_execute(&format!("CREATE DATABASE {name}")))
+                .unwrap_or_else(|e| panic!("create database {name} on {url}: {e}"));
+            continue;
+        }
+        admin
+            .batch_execute("SET SESSION wsrep_sync_wait = 1")
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while admin.query_i64(&format!(
+            "SELECT COUNT(*) AS n FROM information_schema.schemata WHERE schema_name = '{name}'"
+        )) == 0
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{url} has no database {name} after 30 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    Some(urls.iter().map(|url| with_database(url, &name)).collect())
+}
+
 /// `url` with its database name replaced.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 fn with_database(url: &str, database: &str) -> String {
