@@ -36,9 +36,11 @@
 //! See [`SlottedCounter`] for every attribute and what the derive generates, and the README for
 //! when the pattern pays and how to choose a slot count.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
 mod counter;
+mod diagnostics;
 mod error;
 mod key;
 mod maintenance;
@@ -49,6 +51,10 @@ mod table;
 
 pub use backend::{CounterBackend, CounterConnection, Dialect};
 pub use counter::{Counter, TOTALS_CHUNK};
+pub use diagnostics::{
+    diagnose, diagnose_with, Advice, ContentionReport, DiagnoseOptions, DiagnosticsBackend,
+    HotRecord, LockWait, LockWaits, TableReport,
+};
 pub use error::{Error, Result};
 pub use key::{CounterKey, KeyKind};
 pub use maintenance::{CompactionReport, CounterMaintenance, MAINTENANCE_BATCH, MAX_PAGE};
