@@ -242,7 +242,11 @@ where
     for spec in specs {
         tables.push(table_stats(spec, options.hottest, conn)?);
     }
-    let samples = options.samples.max(1);
+    // SQLite has no lock waits to look for: one look says so.
+    let samples = match dialect {
+        Dialect::Sqlite => 1,
+        _ => options.samples.max(1),
+    };
     for sample in 0..samples {
         if sample > 0 {
             std::thread::sleep(options.interval);

@@ -3,19 +3,17 @@
 use std::fmt;
 
 use super::{Advice, ContentionReport, LockWait, LockWaits, TableReport};
+use crate::backend::Dialect;
 use crate::table::Storage;
 
 impl fmt::Display for ContentionReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let looks = match self.samples {
-            1 => "one look".to_owned(),
-            n => format!("{n} looks"),
-        };
-        writeln!(
-            f,
-            "slotted contention report ({}, lock waits: {looks})",
-            self.dialect.name()
-        )?;
+        write!(f, "slotted contention report ({}", self.dialect.name())?;
+        match (self.dialect, self.samples) {
+            (Dialect::Sqlite, _) => writeln!(f, ")")?,
+            (_, 1) => writeln!(f, ", lock waits: one look)")?,
+            (_, n) => writeln!(f, ", lock waits: {n} looks)")?,
+        }
         for table in &self.tables {
             writeln!(f)?;
             table.fmt(f)?;
