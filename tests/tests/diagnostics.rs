@@ -1,12 +1,10 @@
 //! Contention diagnostics: exact counts of rows, records and compactable rows on every backend,
 //! and, on PostgreSQL and MariaDB, real lock waits seen while they wait.
 
-use std::time::{Duration, Instant};
-
 use diesel::connection::SimpleConnection;
 use slotted_core::{
-    diagnose, diagnose_with, Advice, ContentionReport, CounterMaintenance, DiagnoseOptions,
-    DiagnosticsBackend, LockWaits, SlottedModel,
+    diagnose, diagnose_with, Advice, CounterMaintenance, DiagnoseOptions, DiagnosticsBackend,
+    LockWaits, SlottedModel,
 };
 use slotted_tests::lifecycle::{self, Download, Video};
 use slotted_tests::models::{posts_likes_slots, Post};
@@ -182,6 +180,7 @@ where
     assert!(text.contains("(`videos.plays` rows)"), "{text}");
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 /// Holds every slot row of record 1 with `SELECT … FOR UPDATE` in an open transaction while
 /// three writers increment it, looks while they wait, then lets them go.
 fn sees_writers_waiting_for_a_locked_record<C: TestConnection>(test: &str)
@@ -284,11 +283,14 @@ where
     );
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 /// Diagnoses until `n` writers wait on `Post.likes`, or 20 s have passed.
-fn wait_for_waits<C: TestConnection>(observer: &mut C, n: usize) -> ContentionReport
+fn wait_for_waits<C: TestConnection>(observer: &mut C, n: usize) -> slotted_core::ContentionReport
 where
     C::Backend: DiagnosticsBackend,
 {
+    use std::time::{Duration, Instant};
+
     let started = Instant::now();
     loop {
         let report = diagnose(Post::COUNTERS, observer).expect("diagnose");

@@ -1,34 +1,5 @@
 //! Contention diagnostics for operators: what the counter tables hold, who waits on them right
-//! now, and what to change.
-//!
-//! [`diagnose`] reads, per counter, the rows and records of its table, the records with the
-//! most rows (the slots each has in use), the rows a compaction would remove, and the lock
-//! waits on the table at this moment (PostgreSQL: `pg_locks` with `pg_stat_activity`;
-//! MySQL/MariaDB: `information_schema.INNODB_LOCK_WAITS`; SQLite has none to show: it lets one
-//! writer in at a time for the whole database). From these it gives advice in words. The report
-//! prints readably with `Display`.
-//!
-//! ```
-//! # use diesel::prelude::*;
-//! # use diesel_migrations::MigrationHarness;
-//! # use slotted_core::{CounterMigrations, SlottedCounter, SlottedModel};
-//! # diesel::table! { posts { id -> Integer, } }
-//! # #[derive(SlottedCounter)]
-//! # #[slotted(counter = likes, slots = 16)]
-//! # pub struct Post { pub id: i32 }
-//! # let mut conn = SqliteConnection::establish(":memory:")?;
-//! # conn.run_pending_migrations(CounterMigrations::of::<Post>())?;
-//! Post::likes_of(1).add(3, &mut conn)?;
-//! let report = slotted_core::diagnose(Post::COUNTERS, &mut conn)?;
-//! assert_eq!(report.tables[0].rows, 1);
-//! println!("{report}");
-//! # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-//! ```
-//!
-//! Run it on a connection of its own, outside a transaction: its reads are plain `SELECT`s
-//! (under `SERIALIZABLE` on InnoDB they would take shared locks themselves). The lock waits
-//! are a snapshot; [`DiagnoseOptions::samples`] takes several, and the advice is only as good as
-//! the moment it was taken: run it at peak load.
+//! now, and what to change. The public entry is [`diagnose`], whose documentation says how.
 
 mod report;
 mod run;
@@ -217,8 +188,40 @@ pub enum Advice {
     },
 }
 
-/// [`diagnose_with`] with the default options: the 5 records with the most rows, one look at
-/// the lock waits.
+/// Reports on the tables of these counters, with the default [`DiagnoseOptions`]: the 5 records
+/// with the most rows, one look at the lock waits.
+///
+/// It reads, per counter, the rows and records of its table, the records with the
+/// most rows (the slots each has in use), the rows a compaction would remove, and the lock
+/// waits on the table at this moment (PostgreSQL: `pg_locks` with `pg_stat_activity`;
+/// MySQL/MariaDB: `information_schema.INNODB_LOCK_WAITS`; SQLite has none to show: it lets one
+/// writer in at a time for the whole database). From these it gives advice in words. The report
+/// prints readably with `Display`.
+///
+/// ```
+/// # use diesel::prelude::*;
+/// # use diesel_migrations::MigrationHarness;
+/// # use slotted_core::{CounterMigrations, SlottedCounter, SlottedModel};
+/// # diesel::table! { posts { id -> Integer, } }
+/// # #[derive(SlottedCounter)]
+/// # #[slotted(counter = likes, slots = 16)]
+/// # pub struct Post { pub id: i32 }
+/// # let mut conn = SqliteConnection::establish(":memory:")?;
+/// # conn.run_pending_migrations(CounterMigrations::of::<Post>())?;
+/// Post::likes_of(1).add(3, &mut conn)?;
+/// let report = slotted_core::diagnose(Post::COUNTERS, &mut conn)?;
+/// assert_eq!(report.tables[0].rows, 1);
+/// println!("{report}");
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+///
+/// Run it on a connection of its own, outside a transaction: its reads are plain `SELECT`s
+/// (under `SERIALIZABLE` on InnoDB they would take shared locks themselves). The lock waits
+/// are a snapshot; [`DiagnoseOptions::samples`] takes several, and the advice is only as good as
+/// the moment it was taken: run it at peak load.
+///
+/// Generic code over [`CounterConnection`](crate::CounterConnection) adds the bound
+/// `C::Backend: DiagnosticsBackend`, which every backend slotted supports has.
 pub fn diagnose<C>(specs: &[CounterSpec], conn: &mut C) -> Result<ContentionReport>
 where
     C: LoadConnection<Backend: DiagnosticsBackend>,

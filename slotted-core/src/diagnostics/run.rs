@@ -2,8 +2,9 @@
 //! statement is loaded with the backend's concrete types.
 
 use diesel::connection::LoadConnection;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 use diesel::query_builder::BoxedSqlQuery;
-#[allow(unused_imports)]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 use diesel::query_dsl::RunQueryDsl as _;
 use diesel::sql_types::{BigInt, Nullable, SmallInt, Text};
 use diesel::{QueryResult, QueryableByName};
