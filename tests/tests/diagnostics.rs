@@ -299,6 +299,7 @@ where
         {
             return report;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        // MariaDB refreshes its lock tables only after 100 ms without a read.
+        std::thread::sleep(Duration::from_millis(250));
     }
 }

@@ -1,19 +1,22 @@
 //! Contention diagnostics for operators: what the counter tables hold, who waits on them right
 //! now, and what to change. The public entry is [`diagnose`], whose documentation says how.
 
+mod advice;
 mod report;
 mod run;
 mod sql;
+mod waits;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use diesel::connection::LoadConnection;
 
 use crate::backend::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
-use crate::table::{CounterSpec, Storage, MAX_SLOTS};
+use crate::table::{CounterSpec, Storage};
+use advice::advise;
 use run::Bind;
+use waits::{lock_waits, merge, mysql_waits};
 
 pub use run::DiagnosticsBackend;
 
@@ -25,7 +28,8 @@ pub struct DiagnoseOptions {
     pub hottest: usize,
     /// How many times to look for lock waits (at least once). Default 1.
     pub samples: u32,
-    /// The pause between two samples. Default 200 ms.
+    /// The pause between two samples. Default 200 ms. MariaDB refreshes its lock tables only
+    /// when nobody has read them for 100 ms: on MySQL/MariaDB the pause is at least 110 ms.
     pub interval: Duration,
 }
 
@@ -218,7 +222,9 @@ pub enum Advice {
 /// Run it on a connection of its own, outside a transaction: its reads are plain `SELECT`s
 /// (under `SERIALIZABLE` on InnoDB they would take shared locks themselves). The lock waits
 /// are a snapshot; [`DiagnoseOptions::samples`] takes several, and the advice is only as good as
-/// the moment it was taken: run it at peak load.
+/// the moment it was taken: run it at peak load. MariaDB refreshes its lock tables
+/// (`information_schema.INNODB_*`) only when nobody has read them for 100 ms, so calls (yours
+/// or anyone's) less than 100 ms apart keep seeing the waits of the first.
 ///
 /// Generic code over [`CounterConnection`](crate::CounterConnection) adds the bound
 /// `C::Backend: DiagnosticsBackend`, which every backend slotted supports has.
@@ -252,10 +258,33 @@ where
     };
     for sample in 0..samples {
         if sample > 0 {
-            std::thread::sleep(options.interval);
+            let pause = match dialect {
+                Dialect::Mysql => options.interval.max(Duration::from_millis(110)),
+                _ => options.interval,
+            };
+            std::thread::sleep(pause);
         }
+        // MariaDB's lock tables come from a cache it refreshes only when nobody has read it for
+        // 100 ms: one read per look, for every table.
+        let innodb = match dialect {
+            Dialect::Mysql => Some(
+                <C::Backend as DiagnosticsBackend>::load_mysql_waits(
+                    conn,
+                    sql::mysql_lock_waits(),
+                    &[],
+                )
+                .map_err(|e| e.to_string()),
+            ),
+            _ => None,
+        };
         for table in &mut tables {
-            let seen = lock_waits(&table.spec, conn);
+            let seen = match &innodb {
+                Some(Ok(rows)) => LockWaits::Seen(mysql_waits(&table.spec, rows)),
+                Some(Err(reason)) => LockWaits::Unavailable {
+                    reason: reason.clone(),
+                },
+                None => lock_waits(&table.spec, conn),
+            };
             let before = std::mem::replace(&mut table.lock_waits, LockWaits::NotPossible);
             table.lock_waits = merge(before, seen);
         }
@@ -341,363 +370,4 @@ where
         lock_waits: LockWaits::Seen(Vec::new()),
         advice: Vec::new(),
     })
-}
-
-/// The waits of two samples together: one entry per waiting session and row, the longest wait.
-fn merge(before: LockWaits, now: LockWaits) -> LockWaits {
-    match (before, now) {
-        (LockWaits::Seen(mut all), LockWaits::Seen(now)) => {
-            for wait in now {
-                match all.iter_mut().find(|w| {
-                    (w.waiter, &w.record, w.slot, w.bucket)
-                        == (wait.waiter, &wait.record, wait.slot, wait.bucket)
-                }) {
-                    Some(w) => {
-                        if wait.waited_ms > w.waited_ms {
-                            *w = wait;
-                        }
-                    }
-                    None => all.push(wait),
-                }
-            }
-            LockWaits::Seen(all)
-        }
-        (LockWaits::Seen(_), other) | (other, _) => other,
-    }
-}
-
-fn lock_waits<C>(spec: &CounterSpec, conn: &mut C) -> LockWaits
-where
-    C: LoadConnection<Backend: DiagnosticsBackend>,
-{
-    let result = match <C::Backend as CounterBackend>::DIALECT {
-        Dialect::Postgres => postgres_waits(spec, conn),
-        Dialect::Mysql => mysql_waits(spec, conn),
-        _ => return LockWaits::NotPossible,
-    };
-    match result {
-        Ok(waits) => LockWaits::Seen(waits),
-        Err(e) => LockWaits::Unavailable {
-            reason: e.to_string(),
-        },
-    }
-}
-
-fn cut(query: &str) -> String {
-    let query = query.split_whitespace().collect::<Vec<_>>().join(" ");
-    match query.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &query[..i]),
-        None => query,
-    }
-}
-
-fn postgres_waits<C>(spec: &CounterSpec, conn: &mut C) -> diesel::QueryResult<Vec<LockWait>>
-where
-    C: LoadConnection<Backend: DiagnosticsBackend>,
-{
-    let sql = sql::postgres_lock_waits(spec);
-    let rows =
-        <C::Backend as DiagnosticsBackend>::load_pg_waits(conn, &sql, &[Bind::Text(spec.table)])?;
-    let mut waits: Vec<LockWait> = Vec::new();
-    for row in rows {
-        // In the shared table, a row of another counter is that counter's wait.
-        if let (Storage::Shared { record_type }, Some(rt)) = (&spec.storage, &row.record_type) {
-            if rt != record_type {
-                continue;
-            }
-        }
-        if waits.iter().any(|w| i64::from(row.waiter) == w.waiter) {
-            continue;
-        }
-        waits.push(LockWait {
-            waiter: i64::from(row.waiter),
-            blockers: row
-                .blockers
-                .split(',')
-                .filter_map(|p| p.trim().parse().ok())
-                .collect(),
-            record: row.record,
-            slot: row.slot,
-            bucket: row.bucket,
-            waited_ms: row.waited_ms,
-            lock: row.lock_kind,
-            query: cut(&row.query),
-        });
-    }
-    Ok(waits)
-}
-
-fn mysql_waits<C>(spec: &CounterSpec, conn: &mut C) -> diesel::QueryResult<Vec<LockWait>>
-where
-    C: LoadConnection<Backend: DiagnosticsBackend>,
-{
-    let rows = <C::Backend as DiagnosticsBackend>::load_mysql_waits(
-        conn,
-        sql::mysql_lock_waits(),
-        &[Bind::Text(spec.table)],
-    )?;
-    let mut waits: Vec<LockWait> = Vec::new();
-    for row in rows {
-        let key = row
-            .lock_data
-            .as_deref()
-            .filter(|_| row.lock_index == "PRIMARY" && !row.lock_mode.contains("GAP"))
-            .and_then(|data| primary_key_of(spec, data));
-        if let Some(PrimaryKey {
-            record_type: Some(rt),
-            ..
-        }) = &key
-        {
-            if matches!(spec.storage, Storage::Shared { record_type } if record_type != rt) {
-                continue;
-            }
-        }
-        if let Some(wait) = waits.iter_mut().find(|w| w.waiter == row.waiter) {
-            if !wait.blockers.contains(&row.blocker) {
-                wait.blockers.push(row.blocker);
-            }
-            continue;
-        }
-        let (record, slot, bucket) = match key {
-            Some(k) => (Some(k.record), k.slot, k.bucket),
-            None => (None, None, None),
-        };
-        waits.push(LockWait {
-            waiter: row.waiter,
-            blockers: vec![row.blocker],
-            record,
-            slot,
-            bucket,
-            waited_ms: row.waited_ms,
-            lock: row.lock_mode,
-            query: cut(&row.query),
-        });
-    }
-    Ok(waits)
-}
-
-/// A counter row's primary key, read back from InnoDB's `lock_data`.
-#[derive(Debug, PartialEq, Eq)]
-struct PrimaryKey {
-    record_type: Option<String>,
-    record: String,
-    bucket: Option<i64>,
-    slot: Option<i16>,
-}
-
-/// Parses InnoDB's `lock_data` of a counter table's primary key: its columns in key order,
-/// `, `-separated, strings in single quotes (`'posts.likes', 7, 3`). `None` for the pseudo-rows
-/// (`supremum pseudo-record`) and anything else.
-fn primary_key_of(spec: &CounterSpec, data: &str) -> Option<PrimaryKey> {
-    let values = split_lock_data(data)?;
-    let mut values = values.into_iter();
-    let record_type = match spec.storage {
-        Storage::Shared { .. } => Some(values.next()?),
-        Storage::Table => None,
-    };
-    let record = values.next()?;
-    let bucket = match spec.bucket {
-        Some(_) => Some(values.next()?.parse().ok()?),
-        None => None,
-    };
-    let slot = values.next()?.parse().ok();
-    if values.next().is_some() {
-        return None;
-    }
-    Some(PrimaryKey {
-        record_type,
-        record,
-        bucket,
-        slot,
-    })
-}
-
-fn split_lock_data(data: &str) -> Option<Vec<String>> {
-    let mut values = Vec::new();
-    let mut chars = data.trim().chars().peekable();
-    loop {
-        while chars.peek() == Some(&' ') {
-            chars.next();
-        }
-        let mut value = String::new();
-        if chars.peek() == Some(&'\'') {
-            chars.next();
-            loop {
-                match chars.next()? {
-                    '\\' => value.push(chars.next()?),
-                    '\'' if chars.peek() == Some(&'\'') => {
-                        chars.next();
-                        value.push('\'');
-                    }
-                    '\'' => break,
-                    c => value.push(c),
-                }
-            }
-        } else {
-            while let Some(&c) = chars.peek() {
-                if c == ',' {
-                    break;
-                }
-                value.push(c);
-                chars.next();
-            }
-            let trimmed = value.trim();
-            if trimmed.is_empty() || trimmed.contains(' ') {
-                return None;
-            }
-            value = trimmed.to_owned();
-        }
-        values.push(value);
-        while chars.peek() == Some(&' ') {
-            chars.next();
-        }
-        match chars.next() {
-            None => return Some(values),
-            Some(',') => {}
-            Some(_) => return None,
-        }
-    }
-}
-
-fn advise(table: &TableReport) -> Vec<Advice> {
-    let mut advice = Vec::new();
-    let slots = table.spec.slots;
-    let waits = table.lock_waits.waits();
-    let mut by_record: BTreeMap<Option<&String>, usize> = BTreeMap::new();
-    for wait in waits {
-        *by_record.entry(wait.record.as_ref()).or_default() += 1;
-    }
-    let mut by_record: Vec<_> = by_record.into_iter().collect();
-    by_record.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    for (record, waiting) in by_record {
-        advice.push(Advice::RaiseSlots {
-            record: record.cloned(),
-            waiting,
-            slots,
-            suggested: slots.saturating_mul(2).min(MAX_SLOTS),
-        });
-    }
-    if table.compactable_rows > 0 && table.compactable_rows.saturating_mul(2) >= table.rows {
-        advice.push(Advice::Compact {
-            rows_removed: table.compactable_rows,
-            rows: table.rows,
-        });
-    }
-    let seen = matches!(table.lock_waits, LockWaits::Seen(_));
-    if seen
-        && waits.is_empty()
-        && slots > 1
-        && table.max_rows_per_group >= 4
-        && table.max_rows_per_group * 2 > u64::from(slots)
-    {
-        advice.push(Advice::LowerSlots {
-            rows_per_read: table.max_rows_per_group,
-            slots,
-            suggested: (slots / 2).max(1),
-        });
-    }
-    advice
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::key::KeyKind;
-    use crate::slot::SlotStrategy;
-
-    const SPEC: CounterSpec = CounterSpec {
-        model: "Post",
-        counter: "likes",
-        table: "posts_likes_slots",
-        slots: 16,
-        strategy: SlotStrategy::Thread,
-        key: KeyKind::Integer,
-        max_key_length: 255,
-        storage: Storage::Table,
-        bucket: None,
-        prefill: false,
-        cache: None,
-    };
-
-    #[test]
-    fn innodb_lock_data_gives_the_row() {
-        let key = primary_key_of(&SPEC, "7, 3").unwrap();
-        assert_eq!((key.record.as_str(), key.slot), ("7", Some(3)));
-        let text = CounterSpec {
-            key: KeyKind::Text,
-            ..SPEC
-        };
-        let key = primary_key_of(&text, "'a, ''b''\\\\', 0").unwrap();
-        assert_eq!(key.record, "a, 'b'\\");
-        let shared = CounterSpec {
-            storage: Storage::Shared {
-                record_type: "posts.likes",
-            },
-            ..SPEC
-        };
-        let key = primary_key_of(&shared, "'posts.likes', 12, 1").unwrap();
-        assert_eq!(key.record_type.as_deref(), Some("posts.likes"));
-        assert_eq!((key.record.as_str(), key.slot), ("12", Some(1)));
-        assert_eq!(primary_key_of(&SPEC, "supremum pseudo-record"), None);
-        assert_eq!(primary_key_of(&SPEC, "1, 2, 3"), None);
-    }
-
-    fn table(rows: u64, compactable: u64, max: u64, waits: Vec<LockWait>) -> TableReport {
-        TableReport {
-            spec: SPEC,
-            rows,
-            records: 1,
-            groups: 1,
-            max_rows_per_group: max,
-            compactable_rows: compactable,
-            hottest: Vec::new(),
-            lock_waits: LockWaits::Seen(waits),
-            advice: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn advice_follows_waits_rows_and_spread() {
-        let wait = |record: &str| LockWait {
-            waiter: 1,
-            blockers: vec![2],
-            record: Some(record.into()),
-            slot: Some(0),
-            bucket: None,
-            waited_ms: Some(5),
-            lock: "tuple".into(),
-            query: String::new(),
-        };
-        let advice = advise(&table(16, 15, 16, vec![wait("1"), wait("1"), wait("2")]));
-        assert_eq!(
-            advice,
-            vec![
-                Advice::RaiseSlots {
-                    record: Some("1".into()),
-                    waiting: 2,
-                    slots: 16,
-                    suggested: 32
-                },
-                Advice::RaiseSlots {
-                    record: Some("2".into()),
-                    waiting: 1,
-                    slots: 16,
-                    suggested: 32
-                },
-                Advice::Compact {
-                    rows_removed: 15,
-                    rows: 16
-                },
-            ]
-        );
-        assert_eq!(
-            advise(&table(16, 0, 16, Vec::new())),
-            vec![Advice::LowerSlots {
-                rows_per_read: 16,
-                slots: 16,
-                suggested: 8
-            }]
-        );
-        assert_eq!(advise(&table(4, 1, 2, Vec::new())), Vec::new());
-    }
 }

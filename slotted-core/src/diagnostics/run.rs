@@ -194,5 +194,9 @@ pub struct MysqlWaitRow {
     #[diesel(sql_type = Nullable<Text>)]
     pub lock_data: Option<String>,
     #[diesel(sql_type = Text)]
+    pub lock_table: String,
+    #[diesel(sql_type = Text)]
+    pub db_prefix: String,
+    #[diesel(sql_type = Text)]
     pub query: String,
 }

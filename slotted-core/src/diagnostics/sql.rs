@@ -193,9 +193,11 @@ pub(crate) fn postgres_lock_waits(spec: &CounterSpec) -> String {
 }
 
 /// MySQL/MariaDB (`information_schema.INNODB_LOCK_WAITS`, `INNODB_LOCKS`, `INNODB_TRX`): the
-/// transactions waiting for a lock in the table (bound: its name), one row per blocker.
-/// Columns: `waiter`, `blocker` (connection ids), `waited_ms`, `lock_mode`, `lock_index`,
-/// `lock_data` (the primary key of the locked row, as InnoDB prints it), `query`.
+/// transactions waiting for a lock, one row per blocker, in every table (InnoDB refreshes these
+/// tables only when they were not read for 100 ms, so one query serves every counter). Columns:
+/// `waiter`, `blocker` (connection ids), `waited_ms`, `lock_mode`, `lock_index`, `lock_data`
+/// (the primary key of the locked row, as InnoDB prints it), `lock_table`
+/// (`` `db`.`table` ``), `db_prefix` (`` `db`.` `` of the current database), `query`.
 pub(crate) fn mysql_lock_waits() -> &'static str {
     "SELECT CAST(r.trx_mysql_thread_id AS SIGNED) AS waiter, \
        CAST(b.trx_mysql_thread_id AS SIGNED) AS blocker, \
@@ -203,13 +205,14 @@ pub(crate) fn mysql_lock_waits() -> &'static str {
        CAST(COALESCE(l.lock_mode, '') AS CHAR) AS lock_mode, \
        CAST(COALESCE(l.lock_index, '') AS CHAR) AS lock_index, \
        CAST(l.lock_data AS CHAR) AS lock_data, \
+       CAST(COALESCE(l.lock_table, '') AS CHAR) AS lock_table, \
+       CAST(CONCAT('`', REPLACE(COALESCE(DATABASE(), ''), '`', '``'), '`.`') AS CHAR) AS db_prefix, \
        CAST(COALESCE(r.trx_query, '') AS CHAR) AS query \
      FROM information_schema.INNODB_LOCK_WAITS w \
      JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id \
      JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
      JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id \
-     WHERE l.lock_table = CONCAT('`', REPLACE(DATABASE(), '`', '``'), '`.`', REPLACE(?, '`', '``'), '`') \
-       AND r.trx_mysql_thread_id <> CONNECTION_ID() \
+     WHERE r.trx_mysql_thread_id <> CONNECTION_ID() \
      ORDER BY waiter, blocker"
 }
 
