@@ -171,7 +171,7 @@ pub enum Advice {
         waiting: usize,
         /// The slot count now.
         slots: u16,
-        /// A slot count to try (double, at most [`MAX_SLOTS`]).
+        /// A slot count to try (double, at most [`MAX_SLOTS`](crate::MAX_SLOTS)).
         suggested: u16,
     },
     /// Compaction would remove at least half of the table's rows.
