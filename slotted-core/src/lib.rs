@@ -40,6 +40,7 @@
 
 mod count;
 mod counter;
+mod diagnostics;
 mod dialect;
 mod error;
 mod exec;
@@ -53,6 +54,10 @@ mod table;
 
 pub use count::TOTALS_CHUNK;
 pub use counter::Counter;
+pub use diagnostics::{
+    diagnose, diagnose_with, Advice, ContentionReport, DiagnoseOptions, DiagnosticsBackend,
+    HotRecord, LockWait, LockWaits, TableReport,
+};
 pub use dialect::{CounterBackend, Dialect};
 pub use error::{Error, Result};
 #[cfg(feature = "async")]

@@ -315,7 +315,8 @@ mod galera {
         assert_eq!(
             articles_likes_slots::table
                 .refresh_cache_all(2, &mut conns[0])
-                .unwrap(),
+                .unwrap()
+                .updated,
             3
         );
         let cached = cluster.same_everywhere("cache column", |c| {

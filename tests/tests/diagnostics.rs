@@ -1,0 +1,305 @@
+//! Contention diagnostics: exact counts of rows, records and compactable rows on every backend,
+//! and, on PostgreSQL and MariaDB, real lock waits seen while they wait.
+
+use diesel::connection::SimpleConnection;
+use slotted_core::{
+    diagnose, diagnose_with, Advice, CounterMaintenance, DiagnoseOptions, DiagnosticsBackend,
+    LockWaits, SlottedModel,
+};
+use slotted_tests::lifecycle::{self, Download, Video};
+use slotted_tests::models::{posts_likes_slots, Post};
+use slotted_tests::{backend_tests, TestConnection, TestDb};
+
+backend_tests! {
+    all: [counts_rows_records_and_what_compaction_removes, counts_buckets_and_shared_rows_per_counter],
+    servers: [sees_writers_waiting_for_a_locked_record],
+}
+
+fn insert(conn: &mut impl SimpleConnection, table: &str, columns: &str, rows: &[&str]) {
+    conn.batch_execute(&format!(
+        "INSERT INTO {table} ({columns}) VALUES {}",
+        rows.join(", ")
+    ))
+    .unwrap_or_else(|e| panic!("insert into {table}: {e}"));
+}
+
+fn no_waits_expected<C: TestConnection>(waits: &LockWaits) {
+    match C::NAME {
+        "sqlite" => assert_eq!(waits, &LockWaits::NotPossible),
+        _ => assert_eq!(waits, &LockWaits::Seen(Vec::new())),
+    }
+}
+
+fn counts_rows_records_and_what_compaction_removes<C: TestConnection>(test: &str)
+where
+    C::Backend: DiagnosticsBackend,
+{
+    let Some((_db, mut conn)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    // Record 1: five rows; 2: three rows summing to 0; 3: one row; 4: one row of 0.
+    insert(
+        &mut conn,
+        "posts_likes_slots",
+        "record_id, slot, count",
+        &[
+            "(1, 0, 1)",
+            "(1, 1, 1)",
+            "(1, 2, 1)",
+            "(1, 3, 1)",
+            "(1, 4, 1)",
+            "(2, 0, 2)",
+            "(2, 5, -1)",
+            "(2, 9, -1)",
+            "(3, 7, 7)",
+            "(4, 0, 0)",
+        ],
+    );
+
+    let options = DiagnoseOptions::default().hottest(3);
+    let report = diagnose_with(Post::COUNTERS, &options, &mut conn).expect("diagnose");
+    let likes = &report.tables[0];
+    assert_eq!(likes.spec.table, "posts_likes_slots");
+    assert_eq!(
+        (
+            likes.rows,
+            likes.records,
+            likes.groups,
+            likes.max_rows_per_group
+        ),
+        (10, 4, 4, 5)
+    );
+    // Everything but one row each of records 1 and 3.
+    assert_eq!(likes.compactable_rows, 8);
+    let hottest: Vec<_> = likes
+        .hottest
+        .iter()
+        .map(|h| (h.key.as_str(), h.rows, h.slots_in_use, h.buckets))
+        .collect();
+    assert_eq!(hottest, [("1", 5, 5, 1), ("2", 3, 3, 1), ("3", 1, 1, 1)]);
+    no_waits_expected::<C>(&likes.lock_waits);
+    assert_eq!(
+        likes.advice,
+        [Advice::Compact {
+            rows_removed: 8,
+            rows: 10
+        }]
+    );
+    let views = &report.tables[1];
+    assert_eq!(
+        (views.rows, views.records, views.compactable_rows),
+        (0, 0, 0)
+    );
+    assert!(views.hottest.is_empty() && views.advice.is_empty());
+
+    let text = report.to_string();
+    assert!(text.contains("Post.likes in posts_likes_slots"), "{text}");
+    assert!(text.contains("a compaction would remove 8 rows"), "{text}");
+    assert!(
+        text.contains("compact: 8 of its 10 rows would go"),
+        "{text}"
+    );
+
+    // What the report promised is what compaction does.
+    let done = posts_likes_slots::table
+        .compact_all(1000, &mut conn)
+        .expect("compact");
+    assert_eq!(done.rows_before - done.rows_after, 8);
+    let after = diagnose(&Post::COUNTERS[..1], &mut conn).expect("diagnose after");
+    let likes = &after.tables[0];
+    assert_eq!(
+        (likes.rows, likes.records, likes.compactable_rows),
+        (2, 2, 0)
+    );
+    assert!(likes.advice.is_empty(), "{after}");
+}
+
+fn counts_buckets_and_shared_rows_per_counter<C: TestConnection>(test: &str)
+where
+    C::Backend: DiagnosticsBackend,
+{
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    lifecycle::migrate(&mut conn);
+
+    let daily = Download::COUNTERS[0];
+    // Record 1: two rows in the first day, one in the next; record 2: one row of 0.
+    insert(
+        &mut conn,
+        daily.table,
+        "record_id, bucket, slot, count",
+        &[
+            "(1, 0, 0, 1)",
+            "(1, 0, 1, 1)",
+            "(1, 86400, 0, 2)",
+            "(2, 0, 0, 0)",
+        ],
+    );
+    let report = diagnose(&[daily], &mut conn).expect("diagnose buckets");
+    let t = &report.tables[0];
+    assert_eq!(
+        (t.rows, t.records, t.groups, t.max_rows_per_group),
+        (4, 2, 3, 2)
+    );
+    assert_eq!(t.compactable_rows, 2);
+    let hottest: Vec<_> = t
+        .hottest
+        .iter()
+        .map(|h| (h.key.as_str(), h.rows, h.slots_in_use, h.buckets))
+        .collect();
+    assert_eq!(hottest, [("1", 3, 2, 2), ("2", 1, 1, 1)]);
+
+    // Three counters in the one shared table: each counts its own rows only.
+    insert(
+        &mut conn,
+        "slotted_counters",
+        "record_type, record_id, slot, count",
+        &[
+            "('videos.plays', 1, 0, 1)",
+            "('videos.plays', 1, 1, 1)",
+            "('videos.plays', 1, 2, 1)",
+            "('videos.likes', 1, 0, 1)",
+            "('videos.likes', 2, 0, 1)",
+            "('photos.views', 1, 0, 1)",
+            "('photos.views', 1, 1, 1)",
+            "('photos.views', 1, 2, 1)",
+            "('photos.views', 1, 3, 1)",
+        ],
+    );
+    let report = diagnose(Video::COUNTERS, &mut conn).expect("diagnose shared");
+    let counts: Vec<_> = report
+        .tables
+        .iter()
+        .map(|t| (t.spec.counter, t.rows, t.records, t.compactable_rows))
+        .collect();
+    assert_eq!(counts, [("plays", 3, 1, 2), ("likes", 2, 2, 0)]);
+    no_waits_expected::<C>(&report.tables[0].lock_waits);
+    let text = report.to_string();
+    assert!(text.contains("(`videos.plays` rows)"), "{text}");
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// Holds every slot row of record 1 with `SELECT … FOR UPDATE` in an open transaction while
+/// three writers increment it, looks while they wait, then lets them go.
+fn sees_writers_waiting_for_a_locked_record<C: TestConnection>(test: &str)
+where
+    C::Backend: DiagnosticsBackend,
+{
+    let Some((db, mut holder)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    let rows: Vec<String> = (0..16).map(|slot| format!("(1, {slot}, 1)")).collect();
+    let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+    insert(
+        &mut holder,
+        "posts_likes_slots",
+        "record_id, slot, count",
+        &rows,
+    );
+    let (pid_sql, timeout_sql) = match C::NAME {
+        "postgres" => (
+            "SELECT CAST(pg_backend_pid() AS BIGINT) AS n",
+            "SET lock_timeout = '30s'",
+        ),
+        _ => (
+            "SELECT CAST(CONNECTION_ID() AS SIGNED) AS n",
+            "SET SESSION innodb_lock_wait_timeout = 30",
+        ),
+    };
+    let holder_id = holder.query_i64(pid_sql);
+    let mut observer = C::open(&db.url);
+    const WRITERS: usize = 3;
+
+    let (report, results) = std::thread::scope(|scope| {
+        let mut writers = Vec::new();
+        let report = holder
+            .transaction(|holder| {
+                holder.lock_likes(1)?;
+                for _ in 0..WRITERS {
+                    writers.push(scope.spawn(|| {
+                        let mut conn = C::open(&db.url);
+                        conn.batch_execute(timeout_sql)?;
+                        Post::likes_of(1).increment(&mut conn)
+                    }));
+                }
+                Ok::<_, diesel::result::Error>(wait_for_waits(&mut observer, WRITERS))
+            })
+            .expect("hold record 1's rows");
+        let results: Vec<_> = writers
+            .into_iter()
+            .map(|w| w.join().expect("a writer panicked"))
+            .collect();
+        (report, results)
+    });
+    eprintln!("{report}");
+
+    for result in results {
+        result.expect("every writer goes on once the rows are released");
+    }
+    assert_eq!(
+        Post::likes_of(1).total(&mut holder).expect("total"),
+        16 + WRITERS as i64
+    );
+
+    let likes = &report.tables[0];
+    let waits = likes.lock_waits.waits();
+    assert_eq!(waits.len(), WRITERS, "{report}");
+    let mut waiters: Vec<i64> = waits.iter().map(|w| w.waiter).collect();
+    waiters.dedup();
+    assert_eq!(waiters.len(), WRITERS, "{report}");
+    for wait in waits {
+        assert_eq!(wait.record.as_deref(), Some("1"), "{report}");
+        assert!(wait.slot.is_some_and(|s| (0..16).contains(&s)), "{report}");
+        assert!(wait.waiter != holder_id, "{report}");
+        assert!(wait.query.contains("posts_likes_slots"), "{report}");
+        if C::NAME == "postgres" {
+            // MariaDB names the transaction ahead in the queue, which may be another waiter.
+            assert!(wait.blockers.contains(&holder_id), "{report}");
+        } else {
+            assert!(!wait.blockers.is_empty(), "{report}");
+        }
+    }
+    assert!(
+        likes.advice.contains(&Advice::RaiseSlots {
+            record: Some("1".into()),
+            waiting: WRITERS,
+            slots: 16,
+            suggested: 32,
+        }),
+        "{report}"
+    );
+    assert_eq!(
+        report.tables[1].lock_waits,
+        LockWaits::Seen(Vec::new()),
+        "{report}"
+    );
+    let text = report.to_string();
+    assert!(text.contains("lock waits: 3"), "{text}");
+    assert!(
+        text.contains("raise the slot count: 3 writers of record 1"),
+        "{text}"
+    );
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// Diagnoses until `n` writers wait on `Post.likes`, or 20 s have passed.
+fn wait_for_waits<C: TestConnection>(observer: &mut C, n: usize) -> slotted_core::ContentionReport
+where
+    C::Backend: DiagnosticsBackend,
+{
+    use std::time::{Duration, Instant};
+
+    let started = Instant::now();
+    loop {
+        let report = diagnose(Post::COUNTERS, observer).expect("diagnose");
+        if report.tables[0].lock_waits.waits().len() >= n
+            || started.elapsed() > Duration::from_secs(20)
+        {
+            return report;
+        }
+        // MariaDB refreshes its lock tables only after 100 ms without a read.
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
