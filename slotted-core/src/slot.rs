@@ -28,9 +28,13 @@ pub enum SlotStrategy {
     /// pool, and across processes, since concurrent transactions always run on distinct
     /// connections. MySQL's connection ids are consecutive, so a pool of up to `slots`
     /// connections opened together gets distinct slots; PostgreSQL's process ids usually are.
-    /// The statement text stays fixed (the slot count is bound), and both functions are safe for
-    /// statement-based replication. SQLite has no connection identity and lets one writer in at
-    /// a time: there it writes like [`SlotStrategy::Thread`].
+    /// On a MariaDB Galera cluster each node numbers its connections alike, so the slot is
+    /// node-aware: node `k` of `n` (Galera's `auto_increment_offset` and
+    /// `auto_increment_increment`) takes slots `k - 1`, `k - 1 + n`, …, and writers on
+    /// different nodes never share a slot (give it at least nodes × writers per node slots).
+    /// The statement text stays fixed (the slot count is bound), and every function it uses is
+    /// safe for statement-based replication. SQLite has no connection identity and lets one
+    /// writer in at a time: there it writes like [`SlotStrategy::Thread`].
     Connection,
 }
 

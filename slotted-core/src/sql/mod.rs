@@ -161,20 +161,38 @@ impl SlotValue {
     ) -> QueryResult<()> {
         match self {
             SlotValue::Bound(slot) => DB::push_small_int(out, slot),
-            SlotValue::Connection(slots) => {
-                out.push_sql(match DB::DIALECT {
-                    Dialect::Postgres => "CAST(pg_backend_pid() % ",
-                    Dialect::Mysql => "MOD(CONNECTION_ID(), ",
-                    // Never chosen on SQLite; a bound slot 0 would be just as valid.
-                    Dialect::Sqlite => "(0 * ",
-                });
-                DB::push_big_int(out, slots)?;
-                out.push_sql(match DB::DIALECT {
-                    Dialect::Postgres => " AS SMALLINT)",
-                    Dialect::Mysql | Dialect::Sqlite => ")",
-                });
-                Ok(())
-            }
+            SlotValue::Connection(slots) => match DB::DIALECT {
+                Dialect::Postgres => {
+                    out.push_sql("CAST(pg_backend_pid() % ");
+                    DB::push_big_int(out, slots)?;
+                    out.push_sql(" AS SMALLINT)");
+                    Ok(())
+                }
+                // Node-aware: a Galera node numbers its connections from low values like every
+                // other node, but has its own `auto_increment_offset` among
+                // `auto_increment_increment` nodes (Galera sets both, and keeps them current as
+                // nodes join and leave). So each node takes every increment-th slot, from its
+                // offset: nodes never share a slot. On a single server (1 and 1) this is
+                // `MOD(CONNECTION_ID(), slots)`.
+                Dialect::Mysql => {
+                    out.push_sql("MOD(MOD(CONNECTION_ID(), GREATEST(FLOOR(");
+                    DB::push_big_int(out, slots)?;
+                    out.push_sql(
+                        " / @@auto_increment_increment), 1)) * @@auto_increment_increment \
+                         + @@auto_increment_offset - 1, ",
+                    );
+                    DB::push_big_int(out, slots)?;
+                    out.push_sql(")");
+                    Ok(())
+                }
+                // Never chosen on SQLite, which has no connection identity.
+                Dialect::Sqlite => {
+                    out.push_sql("(0 * ");
+                    DB::push_big_int(out, slots)?;
+                    out.push_sql(")");
+                    Ok(())
+                }
+            },
         }
     }
 }
