@@ -11,6 +11,8 @@ use crate::exec::{load_keyed, Exec};
 use crate::key::{CounterKey, KeyValue, RawKey};
 use crate::sql::read::SumOne;
 use crate::sql::write::{AddToSlot, UpdateSlot};
+#[cfg(feature = "tracing")]
+use crate::sql::SlotValue;
 use crate::sql::{Buckets, ByText, ByType, Scope, Sum};
 use crate::table::{CounterSpec, CounterTable};
 
@@ -38,6 +40,11 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
         delta,
         cache: PhantomData::<ByType<T>>,
     };
+    #[cfg(feature = "tracing")]
+    match statement.slot {
+        SlotValue::Bound(slot) => crate::trace::record!("slot", i64::from(slot)),
+        SlotValue::Connection(_) => crate::trace::record!("slot", "server"),
+    }
     let outcome = if spec.prefill {
         match exec.execute(UpdateSlot(statement)).await {
             // No pre-created row (or, on PostgreSQL and SQLite, an overflow): the upsert
@@ -57,7 +64,10 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
     match outcome {
         // PostgreSQL and SQLite: the overflow guard let no row be updated.
         Ok(0) => Err(overflow()),
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            crate::trace::record!("rows", 1_u64);
+            Ok(())
+        }
         Err(e) if E::Backend::DIALECT == Dialect::Mysql && is_mysql_overflow(&e) => Err(overflow()),
         Err(source) => Err(database_error(spec, source)),
     }

@@ -67,8 +67,12 @@ macro_rules! two_faces {
         pub fn $sync<C: CounterConnection>(&$this, $($arg: $ty,)* conn: &mut C) -> $out
         $(where T: $bound)?
         {
-            let $exec = &mut SyncExec(conn);
-            run_now($job)
+            let span = crate::trace::span!(debug_span, stringify!($sync), &T::SPEC);
+            crate::trace::in_span!(span, {
+                crate::trace::record!("key", tracing::field::debug($this.key()));
+                let $exec = &mut SyncExec(conn);
+                run_now($job)
+            })
         }
 
         #[doc = concat!("[`", stringify!($sync), "`](Self::", stringify!($sync), ") on an async \
@@ -83,8 +87,12 @@ macro_rules! two_faces {
         $(where T: $bound)?
         {
             async move {
-                let $exec = &mut crate::exec::asynch::AsyncExec(conn);
-                $job.await
+                let span = crate::trace::span!(debug_span, stringify!($async), &T::SPEC);
+                crate::trace::in_span_async!(span, async {
+                    crate::trace::record!("key", tracing::field::debug($this.key()));
+                    let $exec = &mut crate::exec::asynch::AsyncExec(conn);
+                    $job.await
+                })
             }
         }
     )*};
@@ -162,7 +170,10 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         keys: &[T::Key],
         conn: &mut C,
     ) -> Result<HashMap<T::Key, i64>> {
-        run_now(count::totals::<T, _>(&mut SyncExec(conn), keys))
+        let span = crate::trace::span!(debug_span, "totals", &T::SPEC);
+        crate::trace::in_span!(span, {
+            run_now(count::totals::<T, _>(&mut SyncExec(conn), keys))
+        })
     }
 
     /// [`totals`](Self::totals) on an async connection. The future is `Send`.
@@ -172,7 +183,13 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         keys: &'a [T::Key],
         conn: &'a mut C,
     ) -> impl std::future::Future<Output = Result<HashMap<T::Key, i64>>> + Send + 'a {
-        async move { count::totals::<T, _>(&mut crate::exec::asynch::AsyncExec(conn), keys).await }
+        async move {
+            let span = crate::trace::span!(debug_span, "totals_async", &T::SPEC);
+            crate::trace::in_span_async!(
+                span,
+                count::totals::<T, _>(&mut crate::exec::asynch::AsyncExec(conn), keys)
+            )
+        }
     }
 }
 

@@ -51,6 +51,7 @@ mod retry;
 mod slot;
 mod sql;
 mod table;
+mod trace;
 
 pub use count::TOTALS_CHUNK;
 pub use counter::Counter;

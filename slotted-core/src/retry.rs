@@ -28,6 +28,11 @@ use crate::error::Error;
 pub trait Retryable {
     /// True for deadlocks, serialization failures, lock (wait) timeouts and SQLite's busy.
     fn is_retryable(&self) -> bool;
+
+    /// The error in words, for the `tracing` event of a retry; empty unless implemented.
+    fn describe(&self) -> String {
+        String::new()
+    }
 }
 
 impl Retryable for DieselError {
@@ -49,6 +54,10 @@ impl Retryable for DieselError {
             _ => false,
         }
     }
+
+    fn describe(&self) -> String {
+        self.to_string()
+    }
 }
 
 impl Retryable for Error {
@@ -57,6 +66,10 @@ impl Retryable for Error {
             Error::Database { source, .. } | Error::Diesel(source) => source.is_retryable(),
             _ => false,
         }
+    }
+
+    fn describe(&self) -> String {
+        self.to_string()
     }
 }
 

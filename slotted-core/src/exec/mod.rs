@@ -139,7 +139,14 @@ macro_rules! retried_transaction {
                     if nested || retries >= $policy.max_retries || !($retry_on)(&e) {
                         break Err(e);
                     }
-                    $crate::exec::Exec::pause(&mut *$exec, $policy.backoff(retries)).await;
+                    let backoff = $policy.backoff(retries);
+                    #[cfg(feature = "tracing")]
+                    $crate::trace::retrying(
+                        &$crate::retry::Retryable::describe(&e),
+                        retries + 1,
+                        backoff,
+                    );
+                    $crate::exec::Exec::pause(&mut *$exec, backoff).await;
                     retries += 1;
                 }
             }

@@ -160,8 +160,11 @@ macro_rules! table_faces {
         fn $sync<C: CounterConnection>($this, $($arg: $ty,)* conn: &mut C) -> $out
         $(where Self: $bound)?
         {
-            let $exec = &mut SyncExec(conn);
-            run_now($job)
+            let span = crate::trace::span!(info_span, stringify!($sync), &Self::SPEC);
+            crate::trace::in_span!(span, {
+                let $exec = &mut SyncExec(conn);
+                run_now($job)
+            })
         }
 
         #[doc = concat!("[`", stringify!($sync), "`](Self::", stringify!($sync), ") on an async \
@@ -176,8 +179,11 @@ macro_rules! table_faces {
         $(where Self: $bound)?
         {
             async move {
-                let $exec = &mut crate::exec::asynch::AsyncExec(conn);
-                $job.await
+                let span = crate::trace::span!(info_span, stringify!($async), &Self::SPEC);
+                crate::trace::in_span_async!(span, async {
+                    let $exec = &mut crate::exec::asynch::AsyncExec(conn);
+                    $job.await
+                })
             }
         }
     )*};
