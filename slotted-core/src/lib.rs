@@ -68,7 +68,7 @@ pub use key::{CounterKey, KeyKind};
 pub use maintenance::{
     CompactionReport, CounterMaintenance, RecordFailure, RefreshReport, MAINTENANCE_BATCH, MAX_PAGE,
 };
-pub use migration::{down_sql, migration_version, up_sql, CounterMigrations};
+pub use migration::{down_sql, migration_version, up_sql, CounterMigrations, MigrationFolder};
 #[cfg(feature = "async")]
 pub use retry::transaction_with_retry_async;
 pub use retry::{transaction_with_retry, Retried, RetryPolicy, Retryable};

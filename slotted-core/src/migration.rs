@@ -81,14 +81,27 @@ impl CounterMigrations {
     /// folders. The folder names carry the same versions as this `MigrationSource`, so a table
     /// applied one way is not applied again the other way.
     ///
-    /// A folder that already holds exactly this SQL is left as it is. A folder of the same name
-    /// with other content is an error, as is a missing or unwritable `dir`; in either case
-    /// nothing is written.
+    /// A folder that already holds exactly this SQL is left as it is
+    /// ([`MigrationFolder::written`] is `false`). A folder of the same name with other content is
+    /// an error, as is a missing or unwritable `dir`; in either case nothing is written.
+    ///
+    /// ```no_run
+    /// # use slotted_core::{CounterMigrations, Dialect, SlottedCounter};
+    /// # #[derive(SlottedCounter)]
+    /// # #[slotted(counter = likes, slots = 16)]
+    /// # struct Post { id: i32 }
+    /// // The dialect of the database diesel CLI will run them on: Postgres, Mysql or Sqlite.
+    /// for folder in CounterMigrations::of::<Post>().write_diesel_cli_folders("migrations", Dialect::Mysql)? {
+    ///     let what = if folder.written { "written" } else { "already there" };
+    ///     println!("{}: {what}", folder.path.display());
+    /// }
+    /// # Ok::<(), slotted_core::Error>(())
+    /// ```
     pub fn write_diesel_cli_folders(
         &self,
         dir: impl AsRef<Path>,
         dialect: Dialect,
-    ) -> Result<Vec<PathBuf>> {
+    ) -> Result<Vec<MigrationFolder>> {
         let dir = dir.as_ref();
         let folder_error =
             |path: &Path, reason: String, source: Option<io::Error>| Error::MigrationFolder {
@@ -140,10 +153,50 @@ impl CounterMigrations {
                 write_folder(&path, &up, &down)
                     .map_err(|e| folder_error(&path, "cannot be written".into(), Some(e)))?;
             }
-            written.push(path);
+            written.push(MigrationFolder {
+                path,
+                written: write,
+            });
         }
         Ok(written)
     }
+}
+
+impl CounterMigrations {
+    /// The `[print_schema]` filter for `diesel.toml` that keeps these counter tables out of
+    /// `diesel print-schema`'s output: the derive declares them already, and a second `table!`
+    /// of the same name would not compile (E0428). Each table as an anchored regex:
+    ///
+    /// ```
+    /// # use slotted_core::SlottedCounter;
+    /// # #[derive(SlottedCounter)]
+    /// # #[slotted(counter = likes, slots = 16)]
+    /// # struct Post { id: i32 }
+    /// let filter = slotted_core::CounterMigrations::of::<Post>().print_schema_filter();
+    /// assert_eq!(filter, r#"filter = { except_tables = ["^posts_likes_slots$"] }"#);
+    /// // diesel.toml:
+    /// // [print_schema]
+    /// // file = "src/schema.rs"
+    /// // filter = { except_tables = ["^posts_likes_slots$"] }
+    /// ```
+    pub fn print_schema_filter(&self) -> String {
+        let tables: Vec<String> = self
+            .tables()
+            .iter()
+            .map(|spec| format!("\"^{}$\"", spec.table))
+            .collect();
+        format!("filter = {{ except_tables = [{}] }}", tables.join(", "))
+    }
+}
+
+/// A diesel CLI migration folder, as [`CounterMigrations::write_diesel_cli_folders`] left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationFolder {
+    /// `migrations/{version}_create_{table}`.
+    pub path: PathBuf,
+    /// `true` when this call wrote it; `false` when it held exactly this SQL already and was left
+    /// alone.
+    pub written: bool,
 }
 
 /// Writes into a hidden sibling, then renames: a folder is either whole or absent.

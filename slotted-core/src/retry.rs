@@ -178,14 +178,14 @@ where
 /// `tokio::time::sleep`) when it fails with a [`Retryable`] error.
 ///
 /// ```no_run
-/// # async fn f(conn: &mut diesel_async::AsyncPgConnection) -> Result<(), slotted_core::Error> {
+/// # async fn f<C: slotted_core::AsyncCounterConnection>(conn: &mut C) -> Result<(), slotted_core::Error> {
 /// # use slotted_core::SlottedCounter;
 /// # #[derive(SlottedCounter)]
 /// # #[slotted(counter = likes, slots = 16)]
 /// # struct Post { id: i32 }
 /// use slotted_core::{transaction_with_retry_async, RetryPolicy};
 ///
-/// let done = transaction_with_retry_async(conn, &RetryPolicy::default(), async |conn| {
+/// let done = transaction_with_retry_async(conn, &RetryPolicy::default(), async |conn: &mut C| {
 ///     Post::likes_of(1).increment_async(conn).await?;
 ///     Post::likes_of(2).increment_async(conn).await?;
 ///     Ok::<_, slotted_core::Error>(())

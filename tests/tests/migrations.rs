@@ -253,6 +253,12 @@ fn cli_folders_apply_with_diesel_file_migrations<C: TestConnection>(test: &str) 
         .write_diesel_cli_folders(&dir, dialect::<C>())
         .unwrap();
     assert_eq!(folders.len(), 4);
+    assert!(folders.iter().all(|f| f.written), "{folders:?}");
+    let again = all_migrations()
+        .write_diesel_cli_folders(&dir, dialect::<C>())
+        .unwrap();
+    assert!(again.iter().all(|f| !f.written), "left alone: {again:?}");
+    let folders: Vec<_> = folders.into_iter().map(|f| f.path).collect();
     for folder in &folders {
         let up = std::fs::read_to_string(folder.join("up.sql")).unwrap();
         let down = std::fs::read_to_string(folder.join("down.sql")).unwrap();
@@ -266,7 +272,10 @@ fn cli_folders_apply_with_diesel_file_migrations<C: TestConnection>(test: &str) 
     assert_eq!(
         all_migrations()
             .write_diesel_cli_folders(&dir, dialect::<C>())
-            .unwrap(),
+            .unwrap()
+            .into_iter()
+            .map(|f| f.path)
+            .collect::<Vec<_>>(),
         folders
     );
 
@@ -314,7 +323,7 @@ fn cli_folders_refuse_different_content<C: TestConnection>(test: &str) {
     let folders = CounterMigrations::of::<Post>()
         .write_diesel_cli_folders(&dir, dialect::<C>())
         .unwrap();
-    let up = folders[0].join("up.sql");
+    let up = folders[0].path.join("up.sql");
     std::fs::write(&up, "-- edited by hand\n").unwrap();
     let other = match C::NAME {
         "mysql" => Dialect::Postgres,
@@ -325,7 +334,7 @@ fn cli_folders_refuse_different_content<C: TestConnection>(test: &str) {
             .write_diesel_cli_folders(&dir, dialect)
             .unwrap_err();
         assert!(
-            matches!(&err, Error::MigrationFolder { path, .. } if *path == folders[0]),
+            matches!(&err, Error::MigrationFolder { path, .. } if *path == folders[0].path),
             "{err:?}"
         );
         assert!(err.to_string().contains("different content"), "{err}");
