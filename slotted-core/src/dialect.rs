@@ -111,7 +111,9 @@ mod sealed {
         note = "slotted-core has no backend feature on: enable `sqlite`, `postgres` or `mysql`, the one for `{Self}`"
     )
 )]
-pub trait CounterBackend: Backend + sealed::Sealed + Sized + Send + 'static {
+pub trait CounterBackend:
+    Backend + crate::diagnostics::DiagnosticsBackend + sealed::Sealed + Sized + Send + 'static
+{
     /// The SQL this backend speaks.
     const DIALECT: Dialect;
 

@@ -9,8 +9,6 @@ mod waits;
 
 use std::time::Duration;
 
-use diesel::connection::LoadConnection;
-
 use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
 use crate::table::{CounterSpec, Storage};
@@ -18,6 +16,7 @@ use advice::advise;
 use run::Bind;
 use waits::{lock_waits, merge, mysql_waits};
 
+#[doc(hidden)]
 pub use run::DiagnosticsBackend;
 
 /// How [`diagnose_with`] looks.
@@ -225,12 +224,9 @@ pub enum Advice {
 /// the moment it was taken: run it at peak load. MariaDB refreshes its lock tables
 /// (`information_schema.INNODB_*`) only when nobody has read them for 100 ms, so calls (yours
 /// or anyone's) less than 100 ms apart keep seeing the waits of the first.
-///
-/// Generic code over [`CounterConnection`](crate::CounterConnection) adds the bound
-/// `C::Backend: DiagnosticsBackend`, which every backend slotted supports has.
 pub fn diagnose<C>(specs: &[CounterSpec], conn: &mut C) -> Result<ContentionReport>
 where
-    C: LoadConnection<Backend: DiagnosticsBackend>,
+    C: crate::CounterConnection,
 {
     diagnose_with(specs, &DiagnoseOptions::default(), conn)
 }
@@ -244,7 +240,7 @@ pub fn diagnose_with<C>(
     conn: &mut C,
 ) -> Result<ContentionReport>
 where
-    C: LoadConnection<Backend: DiagnosticsBackend>,
+    C: crate::CounterConnection,
 {
     let dialect = <C::Backend as CounterBackend>::DIALECT;
     let mut tables = Vec::with_capacity(specs.len());
@@ -320,7 +316,7 @@ fn count(n: i64) -> u64 {
 
 fn table_stats<C>(spec: &CounterSpec, hottest: usize, conn: &mut C) -> Result<TableReport>
 where
-    C: LoadConnection<Backend: DiagnosticsBackend>,
+    C: crate::CounterConnection,
 {
     let dialect = <C::Backend as CounterBackend>::DIALECT;
     let stats = sql::stats(dialect, spec);

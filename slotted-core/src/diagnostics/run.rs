@@ -9,8 +9,6 @@ use diesel::query_dsl::RunQueryDsl as _;
 use diesel::sql_types::{BigInt, Nullable, SmallInt, Text};
 use diesel::{QueryResult, QueryableByName};
 
-use crate::dialect::CounterBackend;
-
 /// A value bound to a diagnostics statement.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
@@ -24,13 +22,14 @@ mod sealed {
 }
 
 /// A backend the contention diagnostics run on: `Sqlite`, `Pg` and `Mysql`, behind the same
-/// slotted-core features as [`CounterBackend`].
+/// slotted-core features as [`CounterBackend`](crate::CounterBackend), whose supertrait it is: every
+/// connection counters run on can be diagnosed.
 #[diagnostic::on_unimplemented(
     message = "slotted's diagnostics are not enabled for the `{Self}` backend",
     label = "this connection's backend",
     note = "enable the slotted-core feature for this backend: `sqlite`, `postgres` or `mysql`"
 )]
-pub trait DiagnosticsBackend: CounterBackend + sealed::Sealed {
+pub trait DiagnosticsBackend: diesel::backend::Backend + sealed::Sealed {
     #[doc(hidden)]
     fn load_stats<C: LoadConnection<Backend = Self>>(
         conn: &mut C,

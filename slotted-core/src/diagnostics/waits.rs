@@ -1,8 +1,6 @@
 //! The lock waits on a counter table: PostgreSQL's, read per table; InnoDB's, read once and
 //! told apart by table and by the row's primary key.
 
-use diesel::connection::LoadConnection;
-
 use super::run::{Bind, DiagnosticsBackend, MysqlWaitRow};
 use super::{sql, LockWait, LockWaits};
 use crate::dialect::{CounterBackend, Dialect};
@@ -33,7 +31,7 @@ pub(super) fn merge(before: LockWaits, now: LockWaits) -> LockWaits {
 
 pub(super) fn lock_waits<C>(spec: &CounterSpec, conn: &mut C) -> LockWaits
 where
-    C: LoadConnection<Backend: DiagnosticsBackend>,
+    C: crate::CounterConnection,
 {
     let result = match <C::Backend as CounterBackend>::DIALECT {
         Dialect::Postgres => postgres_waits(spec, conn),
@@ -57,7 +55,7 @@ fn cut(query: &str) -> String {
 
 fn postgres_waits<C>(spec: &CounterSpec, conn: &mut C) -> diesel::QueryResult<Vec<LockWait>>
 where
-    C: LoadConnection<Backend: DiagnosticsBackend>,
+    C: crate::CounterConnection,
 {
     let sql = sql::postgres_lock_waits(spec);
     let rows =
