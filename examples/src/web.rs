@@ -28,8 +28,10 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use diesel::{Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable, SelectableHelper};
 use diesel::result::DatabaseErrorKind;
+use diesel::{
+    Insertable, OptionalExtension, QueryDsl, QueryResult, Queryable, Selectable, SelectableHelper,
+};
 use diesel_migrations::{embed_migrations, EmbeddedMigrations};
 use serde::{Deserialize, Serialize};
 use slotted_core::{AsyncCounterConnection, SlottedCounter};
@@ -80,8 +82,9 @@ pub trait Database: AsyncCounterConnection + Sized + 'static {
     /// A connection from the pool.
     fn connection(
         pool: &Self::Pool,
-    ) -> impl Future<Output = Result<Self::Pooled, diesel_async::pooled_connection::deadpool::PoolError>>
-           + Send;
+    ) -> impl Future<
+        Output = Result<Self::Pooled, diesel_async::pooled_connection::deadpool::PoolError>,
+    > + Send;
 
     /// Runs the app's migrations and the counter migrations through diesel-async's
     /// `AsyncMigrationHarness`; a no-op when they ran before.
@@ -94,7 +97,10 @@ pub trait Database: AsyncCounterConnection + Sized + 'static {
     ) -> impl Future<Output = QueryResult<Option<Post>>> + Send;
 
     /// Inserts a post.
-    fn insert_post(post: Post, conn: &mut Self::Pooled) -> impl Future<Output = QueryResult<()>> + Send;
+    fn insert_post(
+        post: Post,
+        conn: &mut Self::Pooled,
+    ) -> impl Future<Output = QueryResult<()>> + Send;
 }
 
 macro_rules! database {
