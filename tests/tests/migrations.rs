@@ -83,6 +83,7 @@ fn longest_string_keys_migrate_and_round_trip<C: TestConnection>(test: &str) {
 
 /// `n` distinct-looking 4-byte characters that pglz cannot compress (`'😀'` repeated can:
 /// PostgreSQL stores a compressed index entry, and such a key fits at any length).
+#[cfg(feature = "postgres")]
 fn incompressible_key(n: u64) -> String {
     (1..=n)
         .map(|i| {
@@ -96,6 +97,7 @@ fn incompressible_key(n: u64) -> String {
 /// an incompressible key of more than 2,690 bytes (672 four-byte characters; 2,676 bytes or 669
 /// characters beside a `bucket`) fails at the database, within the attribute's
 /// `max_key_length`, as a `Database` error, not a panic. The same as `psql` measured.
+#[cfg(feature = "postgres")]
 fn incompressible_keys_past_the_btree_limit_are_database_errors<C: TestConnection>(test: &str) {
     let Some(db) = TestDb::new::<C>(test) else {
         return;
