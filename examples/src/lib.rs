@@ -2,6 +2,8 @@
 //! backend runs. Each example in `examples/` is a short `main` around it.
 
 pub mod chart;
+#[cfg(feature = "async")]
+pub mod web;
 
 use std::error::Error;
 use std::time::Instant;
