@@ -224,3 +224,41 @@ fn the_connection_strategy_reports_a_server_slot<C: TestConnection>(test: &str) 
     let (spans, _) = capture(|| Reaction::hearts_of(1).increment(&mut conn).unwrap());
     assert_eq!(the_span(&spans, "increment").fields["slot"], "server");
 }
+
+/// The async face reports the same span, entered on every poll of the call's future.
+#[cfg(all(feature = "async", feature = "sqlite"))]
+#[test]
+fn an_async_call_is_a_span_too() {
+    use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+    use diesel_async::AsyncConnection;
+    let Some((db, _conn)) = TestDb::migrated::<diesel::SqliteConnection>("async_tracing") else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (spans, _) = capture(|| {
+        runtime.block_on(async {
+            let mut conn = SyncConnectionWrapper::<diesel::SqliteConnection>::establish(&db.url)
+                .await
+                .unwrap();
+            Post::likes_of(9).increment_async(&mut conn).await.unwrap();
+            posts_views_slots::table
+                .compact_all_async(10, &mut conn)
+                .await
+                .unwrap();
+        })
+    });
+    let increment = the_span(&spans, "increment_async");
+    assert_eq!(increment.fields["key"], "9");
+    assert_eq!(increment.fields["rows"], "1");
+    assert!(
+        increment.fields["slot"].parse::<i64>().is_ok(),
+        "{increment:?}"
+    );
+    assert_eq!(
+        the_span(&spans, "compact_all_async").fields["table"],
+        "posts_views_slots"
+    );
+}
