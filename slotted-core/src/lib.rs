@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod buffer;
 mod count;
 mod counter;
 mod diagnostics;
@@ -52,6 +53,9 @@ mod slot;
 mod sql;
 mod table;
 
+#[cfg(feature = "async")]
+pub use buffer::{AsyncConnectionPool, AsyncCounterBuffer};
+pub use buffer::{Buffer, BufferConfig, BufferStats, ConnectionPool, CounterBuffer, WhenFull};
 pub use count::TOTALS_CHUNK;
 pub use counter::Counter;
 pub use diagnostics::{
