@@ -113,6 +113,8 @@ pub struct BufferStats {
     pub last_flush_latency: Duration,
     /// The longest successful round.
     pub max_flush_latency: Duration,
+    /// The time all successful rounds took (`/ flushes`: the mean latency).
+    pub total_flush_time: Duration,
     /// Rounds that failed; the flusher retried each after a backoff, the deltas kept.
     pub failed_flushes: u64,
     /// COMMITs whose outcome was unknown (connection lost); each was resolved through the

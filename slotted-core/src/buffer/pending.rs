@@ -165,6 +165,7 @@ struct Tally {
     last_flush_rows: AtomicU64,
     last_latency_us: AtomicU64,
     max_latency_us: AtomicU64,
+    total_latency_us: AtomicU64,
     failed_flushes: AtomicU64,
     commits_in_doubt: AtomicU64,
     refusals: AtomicU64,
@@ -502,6 +503,7 @@ impl Core {
                 self.tally.flushes.fetch_add(1, Ordering::Relaxed);
                 self.tally.last_latency_us.store(us, Ordering::Relaxed);
                 self.tally.max_latency_us.fetch_max(us, Ordering::Relaxed);
+                self.tally.total_latency_us.fetch_add(us, Ordering::Relaxed);
             }
             Err(e) => {
                 self.tally.failed_flushes.fetch_add(1, Ordering::Relaxed);
@@ -568,6 +570,7 @@ impl Core {
             last_flush_rows: get(&t.last_flush_rows),
             last_flush_latency: Duration::from_micros(get(&t.last_latency_us)),
             max_flush_latency: Duration::from_micros(get(&t.max_latency_us)),
+            total_flush_time: Duration::from_micros(get(&t.total_latency_us)),
             failed_flushes: get(&t.failed_flushes),
             commits_in_doubt: get(&t.commits_in_doubt),
             refusals: get(&t.refusals),
