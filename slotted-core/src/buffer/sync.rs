@@ -49,7 +49,8 @@ type FlushFn = dyn Fn() -> Result<()> + Send + Sync;
 /// key) and flushed by a thread of its own every [`interval`](BufferConfig::interval), as
 /// key-ordered multi-row upserts, exactly once.
 ///
-/// ```
+#[cfg_attr(all(feature = "r2d2", feature = "sqlite"), doc = "```")]
+#[cfg_attr(not(all(feature = "r2d2", feature = "sqlite")), doc = "```ignore")]
 /// # use diesel::prelude::*;
 /// # use diesel::r2d2::{ConnectionManager, Pool};
 /// # use diesel_migrations::MigrationHarness;
