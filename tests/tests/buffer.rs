@@ -427,6 +427,40 @@ fn a_killed_session_keeps_its_deltas_and_recovers<C: TestConnection + R2D2Connec
     buffer.shutdown().unwrap();
 }
 
+/// The flush log as a diesel CLI folder: the same version as the `MigrationSource`, so applying
+/// it one way marks it applied the other way.
+#[test]
+#[cfg(feature = "sqlite")]
+fn the_flush_log_is_a_diesel_cli_folder_too() {
+    let dir = std::env::temp_dir().join(format!("slotted-flush-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let migrations = slotted_core::CounterMigrations::new().with_buffer();
+    let written = migrations
+        .write_diesel_cli_folders(&dir, slotted_core::Dialect::Sqlite)
+        .unwrap();
+    assert_eq!(written.len(), 1);
+    let folder = written[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(folder.ends_with("_create_slotted_flushes"), "{folder}");
+    let up = std::fs::read_to_string(written[0].join("up.sql")).unwrap();
+    assert!(up.contains("CREATE TABLE \"slotted_flushes\""), "{up}");
+    let open = || <diesel::SqliteConnection as diesel::Connection>::establish(":memory:").unwrap();
+    open().batch_execute(&up).expect("the folder's SQL runs");
+    let mut conn = open();
+    let version = folder.split('_').next().unwrap().replace('-', "");
+    let applied =
+        diesel_migrations::MigrationHarness::run_pending_migrations(&mut conn, migrations)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>();
+    assert_eq!(applied, [version], "the source's version is the folder's");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The crash child's environment variable: `backend url bound`.
 const CHILD: &str = "SLOTTED_BUFFER_CRASH_CHILD";
 
