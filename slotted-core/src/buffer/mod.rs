@@ -2,6 +2,7 @@
 //! downloads, impressions) merged in memory per (counter, key) and flushed in batches.
 //!
 //! - [`pending`]: the merging core (no I/O), shared by both faces.
+//! - [`signal`]: waking the flusher.
 //! - [`flush`]: the flush job and the flusher loop, written once over `Exec`.
 //! - [`sync`]: [`CounterBuffer`] on an r2d2 pool, flushed by a thread.
 //! - `asynch` (feature `async`): [`AsyncCounterBuffer`] on a bb8 or deadpool pool, flushed by a
@@ -11,6 +12,7 @@
 pub(crate) mod asynch;
 mod flush;
 mod pending;
+mod signal;
 pub(crate) mod sync;
 
 use std::time::Duration;
