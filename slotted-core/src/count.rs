@@ -156,6 +156,15 @@ pub(crate) fn check_key<'k, DB: CounterBackend, K: CounterKey>(
     spec: &CounterSpec,
     key: &'k K,
 ) -> Result<KeyValue<'k>> {
+    check_key_in(DB::DIALECT, spec, key)
+}
+
+/// [`check_key`] for a dialect known at run time (a buffer's).
+pub(crate) fn check_key_in<'k, K: CounterKey>(
+    dialect: Dialect,
+    spec: &CounterSpec,
+    key: &'k K,
+) -> Result<KeyValue<'k>> {
     let value = match (key.key_value(), spec.key_column_kind()) {
         (KeyValue::Integer(v), crate::KeyKind::BigInt) => KeyValue::BigInt(i64::from(v)),
         (value, _) => value,
@@ -175,9 +184,9 @@ pub(crate) fn check_key<'k, DB: CounterBackend, K: CounterKey>(
                 crate::MAX_KEY_LENGTH
             }
         )
-    } else if DB::DIALECT == Dialect::Postgres && text.contains('\0') {
+    } else if dialect == Dialect::Postgres && text.contains('\0') {
         "PostgreSQL text cannot hold a NUL character".to_owned()
-    } else if DB::DIALECT == Dialect::Mysql && text.ends_with(' ') {
+    } else if dialect == Dialect::Mysql && text.ends_with(' ') {
         "MySQL compares VARCHAR keys ignoring trailing spaces (PAD SPACE), so it would share a \
          count with the key without them"
             .to_owned()

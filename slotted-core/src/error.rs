@@ -85,6 +85,46 @@ pub enum Error {
         #[source]
         source: Option<std::io::Error>,
     },
+    /// A write-behind buffer is full: [`BufferConfig::max_pending_keys`](crate::BufferConfig)
+    /// entries (or `max_unflushed_adds` adds) are held, typically because the database has been
+    /// failing. The add was not taken, and counted in `BufferStats::refusals`.
+    #[error(
+        "the counter buffer is full ({pending_keys} of {max_pending_keys} keys, {unflushed_adds} \
+         adds unflushed, at most {max_unflushed_adds:?}); the add was refused, not taken"
+    )]
+    BufferFull {
+        /// Entries held.
+        pending_keys: usize,
+        /// The bound on entries.
+        max_pending_keys: usize,
+        /// Adds not yet flushed.
+        unflushed_adds: u64,
+        /// The bound on those, if any.
+        max_unflushed_adds: Option<u64>,
+    },
+
+    /// The buffer is shut down (or shutting down): the add was not taken.
+    #[error("the counter buffer is shut down; the add was not taken")]
+    BufferClosed,
+
+    /// A buffer's shutdown gave up after its time limit with adds still unwritten: they are
+    /// lost with the buffer, and counted here.
+    #[error(
+        "the counter buffer shut down with {unflushed_adds} adds ({pending_keys} keys) not \
+         written; last error: {last_error}"
+    )]
+    BufferUnflushed {
+        /// Adds not written.
+        unflushed_adds: u64,
+        /// Their entries.
+        pending_keys: usize,
+        /// The last flush error.
+        last_error: String,
+    },
+
+    /// A buffer's pool gave no connection.
+    #[error("connection pool: {0}")]
+    Pool(String),
 }
 
 /// `Result` with [`Error`].

@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod buffer;
 mod count;
 mod counter;
 mod diagnostics;
@@ -53,6 +54,9 @@ mod sql;
 mod table;
 mod trace;
 
+#[cfg(feature = "async")]
+pub use buffer::{AsyncConnectionPool, AsyncCounterBuffer};
+pub use buffer::{Buffer, BufferConfig, BufferStats, ConnectionPool, CounterBuffer, WhenFull};
 pub use count::TOTALS_CHUNK;
 pub use counter::Counter;
 pub use diagnostics::{

@@ -15,6 +15,7 @@ use diesel::migration::{
 use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
 use crate::key::KeyKind;
+use crate::sql::flush::FLUSHES_TABLE;
 use crate::table::{CounterSpec, SlottedModel, Storage};
 
 /// The migrations of a set of counter tables, one migration per table.
@@ -37,6 +38,50 @@ use crate::table::{CounterSpec, SlottedModel, Storage};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CounterMigrations {
     specs: Vec<CounterSpec>,
+    flush_log: bool,
+}
+
+/// One table a migration creates.
+#[derive(Debug, Clone, Copy)]
+enum Table {
+    Counter(CounterSpec),
+    /// The write-behind buffer's flush log, `slotted_flushes`.
+    FlushLog,
+}
+
+impl Table {
+    fn version(&self) -> String {
+        match self {
+            Table::Counter(spec) => migration_version(spec),
+            Table::FlushLog => hashed_version(FLUSHES_TABLE, ""),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Table::Counter(spec) => spec.table,
+            Table::FlushLog => FLUSHES_TABLE,
+        }
+    }
+
+    fn folder(&self) -> String {
+        let version = self.version();
+        format!("{}-{}_create_{}", &version[..7], &version[7..], self.name())
+    }
+
+    fn up(&self, dialect: Dialect) -> String {
+        match self {
+            Table::Counter(spec) => up_sql(spec, dialect),
+            Table::FlushLog => crate::sql::flush::up_sql(dialect),
+        }
+    }
+
+    fn down(&self, dialect: Dialect) -> String {
+        match self {
+            Table::Counter(spec) => down_sql(spec, dialect),
+            Table::FlushLog => crate::sql::flush::down_sql(dialect),
+        }
+    }
 }
 
 impl CounterMigrations {
@@ -62,18 +107,32 @@ impl CounterMigrations {
         self
     }
 
+    /// Adds the table the write-behind buffer ([`CounterBuffer`](crate::CounterBuffer)) logs its
+    /// flushes in, `slotted_flushes (id, flushed_at)`: a buffer needs it, once per database,
+    /// whatever counters it flushes.
+    pub fn with_buffer(mut self) -> Self {
+        self.flush_log = true;
+        self
+    }
+
     /// The counters, in order.
     pub fn specs(&self) -> &[CounterSpec] {
         &self.specs
     }
 
-    /// One spec per table: shared counters of several models share one migration.
-    fn tables(&self) -> Vec<&CounterSpec> {
+    /// One entry per table: shared counters of several models share one migration.
+    fn tables(&self) -> Vec<Table> {
         let mut seen = std::collections::HashSet::new();
-        self.specs
+        let mut tables: Vec<Table> = self
+            .specs
             .iter()
             .filter(|spec| seen.insert(migration_version(spec)))
-            .collect()
+            .map(|spec| Table::Counter(*spec))
+            .collect();
+        if self.flush_log {
+            tables.push(Table::FlushLog);
+        }
+        tables
     }
 
     /// Writes one diesel CLI migration folder per counter table into `dir` (which must exist,
@@ -123,9 +182,9 @@ impl CounterMigrations {
         // Check every folder before writing any, so a conflict leaves the directory untouched.
         let tables = self.tables();
         let mut plan = Vec::with_capacity(tables.len());
-        for spec in tables {
-            let path = dir.join(folder_name(spec));
-            let (up, down) = (up_sql(spec, dialect), down_sql(spec, dialect));
+        for table in tables {
+            let path = dir.join(table.folder());
+            let (up, down) = (table.up(dialect), table.down(dialect));
             let existing = (
                 fs::read_to_string(path.join("up.sql")),
                 fs::read_to_string(path.join("down.sql")),
@@ -183,7 +242,7 @@ impl CounterMigrations {
         let tables: Vec<String> = self
             .tables()
             .iter()
-            .map(|spec| format!("\"^{}$\"", spec.table))
+            .map(|table| format!("\"^{}$\"", table.name()))
             .collect();
         format!("filter = {{ except_tables = [{}] }}", tables.join(", "))
     }
@@ -223,19 +282,17 @@ pub fn migration_version(spec: &CounterSpec) -> String {
     // The layout is part of the identity: a counter that gains buckets is a new table, not a
     // table marked as applied. FNV-1a, 64 bit: fixed forever, unlike `std`'s hasher.
     let layout = if spec.bucket.is_some() { "/bucket" } else { "" };
-    let hash = spec
-        .table
+    hashed_version(spec.table, layout)
+}
+
+fn hashed_version(table: &str, layout: &str) -> String {
+    let hash = table
         .bytes()
         .chain(layout.bytes())
         .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
     format!("slotted{hash:016x}")
-}
-
-fn folder_name(spec: &CounterSpec) -> String {
-    let version = migration_version(spec);
-    format!("{}-{}_create_{}", &version[..7], &version[7..], spec.table)
 }
 
 fn quote(dialect: Dialect, ident: &str) -> String {
@@ -301,7 +358,7 @@ pub fn down_sql(spec: &CounterSpec, dialect: Dialect) -> String {
 }
 
 struct CounterMigration {
-    spec: CounterSpec,
+    table: Table,
     name: CounterMigrationName,
 }
 
@@ -326,11 +383,11 @@ impl MigrationMetadata for CounterMigration {}
 
 impl<DB: CounterBackend> Migration<DB> for CounterMigration {
     fn run(&self, conn: &mut dyn BoxableConnection<DB>) -> migration::Result<()> {
-        Ok(conn.batch_execute(&up_sql(&self.spec, DB::DIALECT))?)
+        Ok(conn.batch_execute(&self.table.up(DB::DIALECT))?)
     }
 
     fn revert(&self, conn: &mut dyn BoxableConnection<DB>) -> migration::Result<()> {
-        Ok(conn.batch_execute(&down_sql(&self.spec, DB::DIALECT))?)
+        Ok(conn.batch_execute(&self.table.down(DB::DIALECT))?)
     }
 
     fn metadata(&self) -> &dyn MigrationMetadata {
@@ -347,12 +404,13 @@ impl<DB: CounterBackend + Backend> MigrationSource<DB> for CounterMigrations {
         Ok(self
             .tables()
             .into_iter()
-            .map(|spec| {
+            .map(|table| {
                 let name = CounterMigrationName {
-                    version: migration_version(spec),
-                    folder: folder_name(spec),
+                    version: table.version(),
+                    folder: table.folder(),
                 };
-                Box::new(CounterMigration { spec: *spec, name }) as Box<dyn Migration<DB>>
+                let migration = CounterMigration { table, name };
+                Box::new(migration) as Box<dyn Migration<DB>>
             })
             .collect())
     }

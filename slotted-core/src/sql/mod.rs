@@ -5,12 +5,14 @@
 //!
 //! - [`write`]: the increment (an upsert into one slot), the prefill `UPDATE`, the multi-row
 //!   upsert of a buffer flush.
+//! - [`flush`]: the buffer's flush log, which makes a flush exactly-once.
 //! - [`read`]: totals, pages of keys.
 //! - [`maintenance`]: the locking read, the row-exact `DELETE`/`UPDATE`/`INSERT` of a fold, the
 //!   cache roll-up, retention.
 //!
 //! The DDL of a counter table is in [`crate::migration`], as text for diesel CLI folders.
 
+pub(crate) mod flush;
 pub(crate) mod maintenance;
 pub(crate) mod read;
 pub(crate) mod write;

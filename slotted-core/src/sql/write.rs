@@ -153,7 +153,6 @@ impl<DB: CounterBackend, K> QueryFragment<DB> for UpdateSlot<'_, K> {
 }
 
 /// One row of a multi-row upsert: `(key, bucket, slot, delta)`.
-#[allow(dead_code)] // the write-behind buffer's flush, next
 pub(crate) type DeltaRow<'a> = (KeyValue<'a>, i64, SlotValue, i64);
 
 /// The multi-row upsert of a buffer flush, rows sorted by key so that concurrent flushes lock in
@@ -161,7 +160,6 @@ pub(crate) type DeltaRow<'a> = (KeyValue<'a>, i64, SlotValue, i64);
 /// count = t.count + excluded.count`. MySQL, which has no `excluded` but the deprecated
 /// `VALUES(col)` (which Vitess rejects): `INSERT … SELECT * FROM (SELECT ? AS …, … UNION ALL
 /// SELECT …) AS slotted_new ON DUPLICATE KEY UPDATE count = t.count + slotted_new.count`.
-#[allow(dead_code)] // the write-behind buffer's flush, next
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AddRows<'a> {
     pub spec: &'a CounterSpec,
