@@ -287,7 +287,9 @@ macro_rules! slot_rows {
         }
 
         fn try_query_i64(&mut self, sql: &str) -> QueryResult<i64> {
-            diesel::sql_query(sql).get_result::<Number>(self).map(|r| r.n)
+            diesel::sql_query(sql)
+                .get_result::<Number>(self)
+                .map(|r| r.n)
         }
 
         fn slot_rows(&mut self, table: &str, key: i64) -> Vec<SlotRow> {

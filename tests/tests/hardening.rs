@@ -15,9 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use diesel::prelude::*;
-use slotted_core::{
-    transaction_with_retry, CounterMaintenance, Error, RecordFailure, RetryPolicy,
-};
+use slotted_core::{transaction_with_retry, CounterMaintenance, Error, RecordFailure, RetryPolicy};
 use slotted_tests::lifecycle::{articles_likes_slots, downloads_daily_slots, Article, Download};
 use slotted_tests::models::{posts_likes_slots, Post};
 use slotted_tests::{backend_tests, TestConnection, TestDb};
@@ -308,9 +306,7 @@ fn next_position<C: TestConnection>(conn: &mut C) -> QueryResult<i64> {
         conn.batch_execute("UPDATE slotted_witness SET n = n + 1 WHERE id = 1")?;
         return conn.try_query_i64("SELECT n FROM slotted_witness WHERE id = 1 FOR UPDATE");
     }
-    conn.try_query_i64(
-        "UPDATE slotted_witness SET n = n + 1 WHERE id = 1 RETURNING n",
-    )
+    conn.try_query_i64("UPDATE slotted_witness SET n = n + 1 WHERE id = 1 RETURNING n")
 }
 
 const RANDOMIZED_RUN: Duration = Duration::from_secs(4);
@@ -466,7 +462,11 @@ fn set_is_atomic_beside_writers_and_a_compactor<C: TestConnection>(test: &str) {
         "total() in a set's transaction read another value than the one set"
     );
     let positions: BTreeMap<i64, i64> = deltas.iter().copied().collect();
-    assert_eq!(positions.len(), deltas.len(), "one position per transaction");
+    assert_eq!(
+        positions.len(),
+        deltas.len(),
+        "one position per transaction"
+    );
     let &(last_set_at, last_value) = sets
         .iter()
         .max_by_key(|(position, _)| *position)
@@ -607,7 +607,11 @@ fn refresh_cache_all_skips_a_record_summing_past_i64<C: TestConnection>(test: &s
     for key in [1, 2, 4, 5] {
         assert_eq!(cached(&mut conn, key), i64::from(key) * 10, "article {key}");
     }
-    assert_eq!(cached(&mut conn, 3), -1, "the poisoned record's cache is left");
+    assert_eq!(
+        cached(&mut conn, 3),
+        -1,
+        "the poisoned record's cache is left"
+    );
     assert_eq!(conn.slot_rows("articles_likes_slots", 3), poisoned_rows());
     // By key, the same.
     Article::likes_of(2).increment(&mut conn).unwrap();
@@ -633,7 +637,10 @@ fn fold_buckets_before_skips_a_record_summing_past_i64<C: TestConnection>(test: 
     slotted_tests::lifecycle::migrate(&mut conn);
     for key in [1_i64, 2, 4] {
         for d in [20_000, 20_001, 20_002] {
-            Download::daily_of(key).at(day(d)).add(key, &mut conn).unwrap();
+            Download::daily_of(key)
+                .at(day(d))
+                .add(key, &mut conn)
+                .unwrap();
         }
     }
     for d in [20_000, 20_001] {
@@ -642,7 +649,10 @@ fn fold_buckets_before_skips_a_record_summing_past_i64<C: TestConnection>(test: 
             .add(i64::MAX, &mut conn)
             .unwrap();
     }
-    Download::daily_of(3).at(day(20_002)).add(1, &mut conn).unwrap();
+    Download::daily_of(3)
+        .at(day(20_002))
+        .add(1, &mut conn)
+        .unwrap();
     let rows = |conn: &mut C, key: i64| {
         conn.query_i64(&format!(
             "SELECT COUNT(*) AS n FROM downloads_daily_slots WHERE record_id = {key}"
@@ -657,7 +667,11 @@ fn fold_buckets_before_skips_a_record_summing_past_i64<C: TestConnection>(test: 
         let counter = Download::daily_of(key);
         assert_eq!(counter.total(&mut conn).unwrap(), 3 * key, "record {key}");
         assert_eq!(
-            counter.clone().at(UNIX_EPOCH).bucket_total(&mut conn).unwrap(),
+            counter
+                .clone()
+                .at(UNIX_EPOCH)
+                .bucket_total(&mut conn)
+                .unwrap(),
             2 * key,
             "record {key}: its old buckets in 1970-01-01"
         );
@@ -672,7 +686,11 @@ fn fold_buckets_before_skips_a_record_summing_past_i64<C: TestConnection>(test: 
         );
     }
     assert_eq!(
-        poisoned.clone().at(UNIX_EPOCH).bucket_total(&mut conn).unwrap(),
+        poisoned
+            .clone()
+            .at(UNIX_EPOCH)
+            .bucket_total(&mut conn)
+            .unwrap(),
         0
     );
 }
@@ -689,9 +707,7 @@ mod asynch {
         all: [compact_all_async_skips_a_record_summing_past_i64],
     }
 
-    async fn compact_all_async_skips_a_record_summing_past_i64<A: AsyncTestConnection>(
-        test: &str,
-    ) {
+    async fn compact_all_async_skips_a_record_summing_past_i64<A: AsyncTestConnection>(test: &str) {
         let Some((db, mut conn)) = migrated::<A>(test).await else {
             return;
         };
