@@ -14,9 +14,10 @@ pub enum KeyKind {
     Text,
 }
 
-/// A key, borrowed, as it is bound to a statement.
+/// A key, borrowed, as it is bound to a statement. `Debug` shows it as the model's key shows
+/// itself (`7`, `"url"`): errors and reports name keys this way.
 #[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum KeyValue<'a> {
     Integer(i32),
     BigInt(i64),
@@ -34,9 +35,9 @@ impl KeyValue<'_> {
     }
 }
 
-/// A key, owned, as it comes back from a `GROUP BY` query.
+/// A key, owned, as it comes back from a `GROUP BY` query. `Debug` as [`KeyValue`]'s.
 #[doc(hidden)]
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RawKey {
     Integer(i32),
     BigInt(i64),
@@ -51,6 +52,22 @@ impl RawKey {
             RawKey::BigInt(v) => KeyValue::BigInt(*v),
             RawKey::Text(v) => KeyValue::Text(v),
         }
+    }
+}
+
+impl Debug for KeyValue<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyValue::Integer(v) => Debug::fmt(v, f),
+            KeyValue::BigInt(v) => Debug::fmt(v, f),
+            KeyValue::Text(v) => Debug::fmt(v, f),
+        }
+    }
+}
+
+impl Debug for RawKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Debug::fmt(&self.as_value(), f)
     }
 }
 

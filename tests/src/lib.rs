@@ -282,10 +282,14 @@ struct Number {
 macro_rules! slot_rows {
     () => {
         fn query_i64(&mut self, sql: &str) -> i64 {
+            self.try_query_i64(sql)
+                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        }
+
+        fn try_query_i64(&mut self, sql: &str) -> QueryResult<i64> {
             diesel::sql_query(sql)
                 .get_result::<Number>(self)
-                .unwrap_or_else(|e| panic!("{sql}: {e}"))
-                .n
+                .map(|r| r.n)
         }
 
         fn slot_rows(&mut self, table: &str, key: i64) -> Vec<SlotRow> {
@@ -347,6 +351,10 @@ pub trait TestConnection:
 
     /// The one BIGINT column `n` of the one row `sql` returns.
     fn query_i64(&mut self, sql: &str) -> i64;
+
+    /// `query_i64`, with the database's error returned, not panicking (inside transactions
+    /// that may lose a deadlock).
+    fn try_query_i64(&mut self, sql: &str) -> QueryResult<i64>;
 
     /// The slot rows of an integer-keyed record.
     fn slot_rows(&mut self, table: &str, key: i64) -> Vec<SlotRow>;

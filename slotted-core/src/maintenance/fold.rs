@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::{CompactionReport, RecordFailure, MAINTENANCE_RETRY};
-use crate::count::{check_key, database_error, parse_total, sums};
+use crate::count::{check_key, database_error, parse_total, sums, total_out_of_range};
 use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
 use crate::exec::{load_keyed, retried_transaction, Exec};
@@ -376,12 +376,17 @@ pub(crate) async fn refresh<E: Exec>(
             // SQLite fails the whole `SUM` when one record overflows: find it key by key.
             Err(Error::TotalOutOfRange { .. }) => {
                 for (key, total) in totals.iter_mut() {
-                    *total = sums(exec, spec, std::slice::from_ref(key))
-                        .await
-                        .and_then(|rows| {
+                    *total = match sums(exec, spec, std::slice::from_ref(key)).await {
+                        Ok(rows) => {
                             let sum = rows.into_iter().next().and_then(|(_, s)| s.0);
                             parse_total(spec, key, sum)
-                        });
+                        }
+                        // Named by its key, not as one of many.
+                        Err(Error::TotalOutOfRange { total, .. }) => {
+                            Err(total_out_of_range(spec, key, total))
+                        }
+                        Err(e) => Err(e),
+                    };
                 }
             }
             Err(e) => return Err(e),

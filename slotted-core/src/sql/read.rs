@@ -134,7 +134,9 @@ impl<DB: CounterBackend> QueryFragment<DB> for Keys<'_> {
                 out.push_identifier(BUCKET)?;
             }
             if !all {
-                out.push_sql(" HAVING COUNT(*) > 1 OR SUM(");
+                // `MIN`, not `SUM`: with one row they agree, and SQLite's `SUM` fails the
+                // whole query when one record's rows add up past i64.
+                out.push_sql(" HAVING COUNT(*) > 1 OR MIN(");
                 out.push_identifier(COUNT)?;
                 out.push_sql(") = 0");
             }
