@@ -42,7 +42,11 @@ use diesel::serialize::ToSql;
 use diesel::sql_types::{BigInt, Integer, SmallInt};
 use slotted_core::{Counter, CounterConnection, CounterMaintenance, CounterTable, SlottedCounter};
 use slotted_examples::chart::{throughput_chart, Series};
+use slotted_examples::anchors::{self, Target};
 use slotted_examples::BoxError;
+
+#[cfg(feature = "async")]
+mod asynch;
 
 diesel::table! { bench_single (id) { id -> Integer, count -> BigInt, } }
 
@@ -79,6 +83,14 @@ bench_models! {
     R32, bench_r32, 32, random;
     R64, bench_r64, 64, random;
     R128, bench_r128, 128, random;
+    C1, bench_c1, 1, connection;
+    C2, bench_c2, 2, connection;
+    C4, bench_c4, 4, connection;
+    C8, bench_c8, 8, connection;
+    C16, bench_c16, 16, connection;
+    C32, bench_c32, 32, connection;
+    C64, bench_c64, 64, connection;
+    C128, bench_c128, 128, connection;
     P64, bench_p64, 64, thread, prefill;
 }
 
@@ -99,7 +111,7 @@ enum Bind {
 struct HandWritten<'a, S> {
     pieces: &'static [&'static str],
     binds: &'a [Bind],
-    statement: PhantomData<S>,
+    statement: PhantomData<fn() -> S>,
 }
 
 /// The hand-written statements: each one's text is fixed on a connection.
@@ -175,6 +187,9 @@ trait BenchConnection: CounterConnection + R2D2Connection + SimpleConnection + S
     const NAME: &'static str;
     const EVENTS_DDL: &'static str;
     const UPSERT: &'static [&'static str];
+    /// The diesel-async connection of the same backend.
+    #[cfg(feature = "async")]
+    type Async: asynch::AsyncBench;
     fn run<S: 'static>(&mut self, statement: HandWritten<'_, S>) -> QueryResult<usize>;
 
     fn single_row(&mut self) -> QueryResult<usize> {
@@ -202,10 +217,12 @@ trait BenchConnection: CounterConnection + R2D2Connection + SimpleConnection + S
 }
 
 macro_rules! bench_connection {
-    ($feature:literal, $conn:ty, $events:literal, $upsert:expr, |$insert:ident| $on_conflict:expr) => {
+    ($feature:literal, $conn:ty, $async:ty, $events:literal, $upsert:expr, |$insert:ident| $on_conflict:expr) => {
         #[cfg(feature = $feature)]
         impl BenchConnection for $conn {
             const NAME: &'static str = $feature;
+            #[cfg(feature = "async")]
+            type Async = $async;
             const EVENTS_DDL: &'static str = $events;
             const UPSERT: &'static [&'static str] = $upsert;
 
@@ -250,6 +267,7 @@ macro_rules! ansi_on_conflict {
 bench_connection!(
     "sqlite",
     diesel::SqliteConnection,
+    diesel_async::sync_connection_wrapper::SyncConnectionWrapper<diesel::SqliteConnection>,
     "CREATE TABLE bench_events (id INTEGER PRIMARY KEY AUTOINCREMENT, writer INTEGER NOT NULL)",
     ANSI_UPSERT,
     |insert| ansi_on_conflict!(insert)
@@ -257,6 +275,7 @@ bench_connection!(
 bench_connection!(
     "postgres",
     diesel::PgConnection,
+    diesel_async::AsyncPgConnection,
     "CREATE TABLE bench_events (id BIGSERIAL PRIMARY KEY, writer INTEGER NOT NULL)",
     ANSI_UPSERT,
     |insert| ansi_on_conflict!(insert)
@@ -264,6 +283,7 @@ bench_connection!(
 bench_connection!(
     "mysql",
     diesel::MysqlConnection,
+    diesel_async::AsyncMysqlConnection,
     "CREATE TABLE bench_events (id BIGINT AUTO_INCREMENT PRIMARY KEY, writer INT NOT NULL)",
     MYSQL_UPSERT,
     |insert| insert
@@ -289,12 +309,15 @@ type Op<C> = Box<dyn Fn(&mut C, i32) -> slotted_core::Result<()> + Send + Sync>;
 type Total<C> = Box<dyn Fn(&mut C) -> slotted_core::Result<i64> + Send + Sync>;
 
 /// A way to count: its increment, how to read its total, and the table it empties first.
-struct Mode<C> {
+struct Mode<C: BenchConnection> {
     name: String,
     increment: Op<C>,
     total: Total<C>,
     table: String,
     prefill: bool,
+    /// The same increment on a diesel-async connection.
+    #[cfg(feature = "async")]
+    async_increment: Arc<asynch::AsyncOp<C::Async>>,
 }
 
 fn slotted<C: BenchConnection, T: CounterTable<Key = i32>>(name: &str) -> Mode<C> {
@@ -304,27 +327,26 @@ fn slotted<C: BenchConnection, T: CounterTable<Key = i32>>(name: &str) -> Mode<C
         total: Box::new(|conn| Counter::<T>::of(1).total(conn)),
         table: T::SPEC.table.to_owned(),
         prefill: T::SPEC.prefill,
+        #[cfg(feature = "async")]
+        async_increment: Arc::new(asynch::slotted::<C::Async, T>()),
     }
 }
 
 fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>>, BoxError> {
-    let (thread, random): (Mode<C>, Mode<C>) = match slots {
-        16 => (
-            slotted::<C, bench_t16_hits_slots::table>("slotted-thread"),
-            slotted::<C, bench_r16_hits_slots::table>("slotted-random"),
-        ),
-        32 => (
-            slotted::<C, bench_t32_hits_slots::table>("slotted-thread"),
-            slotted::<C, bench_r32_hits_slots::table>("slotted-random"),
-        ),
-        64 => (
-            slotted::<C, bench_t64_hits_slots::table>("slotted-thread"),
-            slotted::<C, bench_r64_hits_slots::table>("slotted-random"),
-        ),
-        128 => (
-            slotted::<C, bench_t128_hits_slots::table>("slotted-thread"),
-            slotted::<C, bench_r128_hits_slots::table>("slotted-random"),
-        ),
+    macro_rules! strategies {
+        ($t:ident, $r:ident, $c:ident) => {
+            (
+                slotted::<C, $t::table>("slotted-thread"),
+                slotted::<C, $r::table>("slotted-random"),
+                slotted::<C, $c::table>("slotted-connection"),
+            )
+        };
+    }
+    let (thread, random, connection): (Mode<C>, Mode<C>, Mode<C>) = match slots {
+        16 => strategies!(bench_t16_hits_slots, bench_r16_hits_slots, bench_c16_hits_slots),
+        32 => strategies!(bench_t32_hits_slots, bench_r32_hits_slots, bench_c32_hits_slots),
+        64 => strategies!(bench_t64_hits_slots, bench_r64_hits_slots, bench_c64_hits_slots),
+        128 => strategies!(bench_t128_hits_slots, bench_r128_hits_slots, bench_c128_hits_slots),
         other => return Err(format!("--slots {other}: choose 16, 32, 64 or 128").into()),
     };
     let mut prefill = slotted::<C, bench_p64_hits_slots::table>("slotted-prefill");
@@ -336,8 +358,11 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
             total: Box::new(|conn: &mut C| Ok(conn.read_single()?)),
             table: "bench_single".into(),
             prefill: false,
+            #[cfg(feature = "async")]
+            async_increment: Arc::new(asynch::single_row()),
         },
         thread,
+        connection,
         random,
         prefill,
         Mode {
@@ -352,30 +377,35 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
             }),
             table: "bench_private_hits_slots".into(),
             prefill: false,
+            #[cfg(feature = "async")]
+            async_increment: Arc::new(asynch::private::<C::Async, bench_private_hits_slots::table>()),
         },
     ])
 }
 
-/// The sweep's modes: every slot count, both strategies.
-fn sweep_modes<C: BenchConnection>() -> Vec<(u32, Mode<C>, Mode<C>)> {
-    macro_rules! pair {
-        ($slots:literal, $t:ident, $r:ident) => {
+/// The sweep's modes: every slot count, every strategy (thread, random, connection).
+fn sweep_modes<C: BenchConnection>() -> Vec<(u32, [Mode<C>; 3])> {
+    macro_rules! strategies {
+        ($slots:literal, $t:ident, $r:ident, $c:ident) => {
             (
                 $slots,
-                slotted::<C, $t::table>("thread"),
-                slotted::<C, $r::table>("random"),
+                [
+                    slotted::<C, $t::table>("thread"),
+                    slotted::<C, $r::table>("random"),
+                    slotted::<C, $c::table>("connection"),
+                ],
             )
         };
     }
     vec![
-        pair!(1, bench_t1_hits_slots, bench_r1_hits_slots),
-        pair!(2, bench_t2_hits_slots, bench_r2_hits_slots),
-        pair!(4, bench_t4_hits_slots, bench_r4_hits_slots),
-        pair!(8, bench_t8_hits_slots, bench_r8_hits_slots),
-        pair!(16, bench_t16_hits_slots, bench_r16_hits_slots),
-        pair!(32, bench_t32_hits_slots, bench_r32_hits_slots),
-        pair!(64, bench_t64_hits_slots, bench_r64_hits_slots),
-        pair!(128, bench_t128_hits_slots, bench_r128_hits_slots),
+        strategies!(1, bench_t1_hits_slots, bench_r1_hits_slots, bench_c1_hits_slots),
+        strategies!(2, bench_t2_hits_slots, bench_r2_hits_slots, bench_c2_hits_slots),
+        strategies!(4, bench_t4_hits_slots, bench_r4_hits_slots, bench_c4_hits_slots),
+        strategies!(8, bench_t8_hits_slots, bench_r8_hits_slots, bench_c8_hits_slots),
+        strategies!(16, bench_t16_hits_slots, bench_r16_hits_slots, bench_c16_hits_slots),
+        strategies!(32, bench_t32_hits_slots, bench_r32_hits_slots, bench_c32_hits_slots),
+        strategies!(64, bench_t64_hits_slots, bench_r64_hits_slots, bench_c64_hits_slots),
+        strategies!(128, bench_t128_hits_slots, bench_r128_hits_slots, bench_c128_hits_slots),
     ]
 }
 
@@ -402,6 +432,8 @@ struct Options {
     slots: u32,
     sweep_writers: u32,
     rounds: u32,
+    /// The sweep's slot counts; empty: all of them.
+    sweep_slots: Vec<u32>,
     out: Option<std::path::PathBuf>,
 }
 
@@ -417,6 +449,8 @@ struct Tally {
 /// One measurement's figures.
 struct Run {
     mode: String,
+    /// `sync` (threads, r2d2), `async` (tasks, deadpool) or `raw` (an anchor).
+    face: &'static str,
     shape: Shape,
     writers: u32,
     committed: u64,
@@ -425,6 +459,62 @@ struct Run {
     p99_ms: f64,
     errors: u64,
     retries: u64,
+}
+
+/// Empties the mode's table (and pre-creates its slots where it pre-creates them).
+fn reset<C: BenchConnection>(conn: &mut C, mode: &Mode<C>) -> Result<(), BoxError> {
+    conn.batch_execute(&format!("DELETE FROM {}", mode.table))?;
+    if mode.table == "bench_single" {
+        conn.batch_execute("INSERT INTO bench_single (id, count) VALUES (1, 0)")?;
+    }
+    if mode.prefill {
+        bench_p64_hits_slots::table.create_slots(&[1], conn)?;
+    }
+    Ok(())
+}
+
+/// One measurement's figures from its writers' tallies; fails unless the total moved by
+/// exactly the increments committed.
+fn summarize(
+    mode: &str,
+    face: &'static str,
+    shape: Shape,
+    writers: u32,
+    seconds: f64,
+    results: Vec<Tally>,
+    moved: i64,
+) -> Result<Run, BoxError> {
+    let committed: u64 = results.iter().map(|r| r.committed).sum();
+    if moved != committed as i64 {
+        return Err(format!(
+            "{mode} {} x{writers}: the total moved by {moved}, but {committed} increments committed",
+            shape.name(),
+        )
+        .into());
+    }
+    let mut latencies: Vec<f64> = results
+        .iter()
+        .flat_map(|r| r.latencies_ms.iter().copied())
+        .collect();
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Ok(Run {
+        mode: mode.to_owned(),
+        face,
+        shape,
+        writers,
+        committed,
+        tps: committed as f64 / seconds,
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        errors: results.iter().map(|r| r.errors).sum(),
+        retries: results.iter().map(|r| r.retries).sum(),
+    })
 }
 
 /// Deadlocks, serialization failures and SQLite's busy: the transaction rolled back whole and
@@ -457,16 +547,7 @@ fn measure<C: BenchConnection>(
     shape: Shape,
     opts: &Options,
 ) -> Result<Run, BoxError> {
-    {
-        let mut conn = pool.get()?;
-        conn.batch_execute(&format!("DELETE FROM {}", mode.table))?;
-        if mode.table == "bench_single" {
-            conn.batch_execute("INSERT INTO bench_single (id, count) VALUES (1, 0)")?;
-        }
-        if mode.prefill {
-            bench_p64_hits_slots::table.create_slots(&[1], &mut *conn)?;
-        }
-    }
+    reset(&mut *pool.get()?, mode)?;
     let before = (mode.total)(&mut *pool.get()?)?;
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(writers as usize + 1));
@@ -514,57 +595,59 @@ fn measure<C: BenchConnection>(
             .map(|h| h.join().map_err(|_| "a writer panicked")?)
             .collect()
     });
-    let elapsed = opts.seconds; // writers stop within one transaction of the deadline
+    // Writers stop within one transaction of the deadline.
     let results = results?;
-    let committed: u64 = results.iter().map(|r| r.committed).sum();
     let after = (mode.total)(&mut *pool.get()?)?;
-    if after - before != committed as i64 {
-        return Err(format!(
-            "{} {} x{writers}: the total moved by {}, but {committed} increments committed",
-            mode.name,
-            shape.name(),
-            after - before
-        )
-        .into());
-    }
-    let mut latencies: Vec<f64> = results
-        .iter()
-        .flat_map(|r| r.latencies_ms.iter().copied())
-        .collect();
-    latencies.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or(0.0)
-    };
-    Ok(Run {
-        mode: mode.name.clone(),
+    summarize(
+        &mode.name,
+        "sync",
         shape,
         writers,
-        committed,
-        tps: committed as f64 / elapsed,
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
-        errors: results.iter().map(|r| r.errors).sum(),
-        retries: results.iter().map(|r| r.retries).sum(),
-    })
+        opts.seconds,
+        results,
+        after - before,
+    )
 }
 
-/// Measures `modes` side by side: `opts.rounds` rounds, each running every mode once in turn,
-/// so that a slow moment of a shared machine hits all of them alike. Per mode, the round of
-/// median throughput, with the errors and retries of every round.
-fn interleaved<C: BenchConnection>(
+/// A raw anchor's run as a [`Run`]: `reset` empties its table, `total` reads the counter's
+/// total before and after.
+fn anchor_run<C: BenchConnection>(
     pool: &Pool<ConnectionManager<C>>,
-    modes: &[&Mode<C>],
-    writers: u32,
+    name: &str,
+    mode: &Mode<C>,
     shape: Shape,
-    opts: &Options,
-) -> Result<Vec<Run>, BoxError> {
-    let mut rounds: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
+    writers: u32,
+    load: impl FnOnce() -> Result<anchors::Load, BoxError>,
+) -> Result<Run, BoxError> {
+    reset(&mut *pool.get()?, mode)?;
+    let before = (mode.total)(&mut *pool.get()?)?;
+    let load = load()?;
+    let after = (mode.total)(&mut *pool.get()?)?;
+    let average = load.average_ms;
+    let tally = Tally {
+        committed: load.committed,
+        errors: load.errors,
+        retries: 0,
+        latencies_ms: load.latencies_ms,
+    };
+    let mut run = summarize(name, "raw", shape, writers, load.seconds, vec![tally], after - before)?;
+    if let Some(average) = average {
+        run.p50_ms = average; // pgbench reports the average only
+    }
+    Ok(run)
+}
+
+/// One measurement, run once per round.
+type Entry<'a> = Box<dyn Fn() -> Result<Run, BoxError> + 'a>;
+
+/// Measures `entries` side by side: `opts.rounds` rounds, each running every entry once in
+/// turn, so that a slow moment of a shared machine hits all of them alike. Per entry, the round
+/// of median throughput, with the errors and retries of every round.
+fn interleaved(entries: &[Entry<'_>], opts: &Options) -> Result<Vec<Run>, BoxError> {
+    let mut rounds: Vec<Vec<Run>> = entries.iter().map(|_| Vec::new()).collect();
     for _ in 0..opts.rounds.max(1) {
-        for (mode, runs) in modes.iter().zip(&mut rounds) {
-            runs.push(measure(pool, mode, writers, shape, opts)?);
+        for (entry, runs) in entries.iter().zip(&mut rounds) {
+            runs.push(entry()?);
         }
     }
     Ok(rounds
@@ -621,6 +704,14 @@ fn setup<C: BenchConnection>(conn: &mut C) -> Result<(), BoxError> {
         R32::COUNTERS,
         R64::COUNTERS,
         R128::COUNTERS,
+        C1::COUNTERS,
+        C2::COUNTERS,
+        C4::COUNTERS,
+        C8::COUNTERS,
+        C16::COUNTERS,
+        C32::COUNTERS,
+        C64::COUNTERS,
+        C128::COUNTERS,
         P64::COUNTERS,
     ]
     .concat();
@@ -636,6 +727,118 @@ fn setup<C: BenchConnection>(conn: &mut C) -> Result<(), BoxError> {
 }
 use slotted_core::SlottedModel;
 
+/// What every measurement of a run shares: the server, the options, the sync pool and (with
+/// the `async` feature) the runtime and the async pool.
+struct Bench<'a, C: BenchConnection> {
+    url: &'a str,
+    opts: &'a Options,
+    pool: Pool<ConnectionManager<C>>,
+    #[cfg(feature = "async")]
+    side: asynch::AsyncSide<C::Async>,
+}
+
+impl<C: BenchConnection> Bench<'_, C> {
+    /// Each of `modes` through the sync face, then (with `async`) through the async one.
+    fn library<'b>(&'b self, modes: &[&'b Mode<C>], writers: u32, shape: Shape) -> Vec<Entry<'b>> {
+        let mut entries: Vec<Entry<'b>> = Vec::new();
+        for &mode in modes {
+            entries.push(Box::new(move || {
+                measure(&self.pool, mode, writers, shape, self.opts)
+            }));
+        }
+        #[cfg(feature = "async")]
+        for &mode in modes {
+            entries.push(Box::new(move || {
+                self.side.measure(
+                    &self.pool,
+                    mode,
+                    &mode.async_increment,
+                    writers,
+                    shape,
+                    self.opts,
+                )
+            }));
+        }
+        entries
+    }
+
+    /// The raw anchors: pgbench on PostgreSQL; libmariadb threads and mysql_async tasks on
+    /// MariaDB (with `async`). `single` and `ceiling` reset and check their tables.
+    fn anchors<'b>(
+        &'b self,
+        single: &'b Mode<C>,
+        ceiling: &'b Mode<C>,
+        writers: u32,
+        shape: Shape,
+    ) -> Vec<Entry<'b>> {
+        let hold = (shape == Shape::Business).then_some(self.opts.hold);
+        let seconds = self.opts.seconds;
+        let mut entries: Vec<Entry<'b>> = Vec::new();
+        for (target, mode) in [(Target::SingleRow, single), (Target::PrivateRow, ceiling)] {
+            match C::NAME {
+                "postgres" => entries.push(Box::new(move || {
+                    let name = format!("raw {} (pgbench -j 2)", target.name());
+                    anchor_run(&self.pool, &name, mode, shape, writers, || {
+                        anchors::pgbench(self.url, target, hold, writers, seconds)
+                    })
+                })),
+                #[cfg(feature = "async")]
+                "mysql" => {
+                    entries.push(Box::new(move || {
+                        let name = format!("raw {} (libmariadb threads)", target.name());
+                        anchor_run(&self.pool, &name, mode, shape, writers, || {
+                            anchors::libmariadb_threads(self.url, target, hold, writers, seconds)
+                        })
+                    }));
+                    entries.push(Box::new(move || {
+                        let name = format!("raw {} (mysql_async tasks)", target.name());
+                        anchor_run(&self.pool, &name, mode, shape, writers, || {
+                            self.side.runtime.block_on(anchors::mysql_async_tasks(
+                                self.url, target, hold, writers, seconds,
+                            ))
+                        })
+                    }));
+                }
+                _ => {}
+            }
+        }
+        entries
+    }
+}
+
+/// The raw private-row or single-row anchor a face is judged against: pgbench for both faces
+/// on PostgreSQL; on MariaDB, libmariadb threads for the sync face, mysql_async tasks for the
+/// async one.
+fn anchor_name(backend: &str, face: &str, target: Target) -> String {
+    let client = match (backend, face) {
+        ("postgres", _) => "pgbench -j 2",
+        ("mysql", "async") => "mysql_async tasks",
+        _ => "libmariadb threads",
+    };
+    format!("raw {} ({client})", target.name())
+}
+
+fn print_run(run: &Run) {
+    let ms = |v: f64| {
+        if v.is_nan() {
+            "–".to_owned()
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    println!(
+        "| {} | {} | {} | {:.0} | {} | {} | {} | {} |",
+        run.face,
+        run.mode,
+        run.writers,
+        run.tps,
+        ms(run.p50_ms),
+        ms(run.p99_ms),
+        run.errors,
+        run.retries
+    );
+}
+
 fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(), BoxError> {
     let max_writers = opts
         .writers
@@ -648,122 +851,230 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     if pragmas {
         builder = builder.connection_customizer(Box::new(SqlitePragmas));
     }
-    let pool = builder.build(ConnectionManager::<C>::new(url))?;
+    let bench = Bench {
+        url,
+        opts,
+        pool: builder.build(ConnectionManager::<C>::new(url))?,
+        #[cfg(feature = "async")]
+        side: asynch::AsyncSide::<C::Async>::new(url, max_writers as usize + 1)?,
+    };
+    let pool = &bench.pool;
     setup(&mut *pool.get()?)?;
     let modes = modes::<C>(opts.slots, max_writers)?;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
     println!(
-        "# {} — {} s per measurement, business transactions hold {:?}, slotted modes {} slots",
+        "# {} — {} s per measurement, {} rounds (median), business transactions hold {:?}, \
+         slotted modes {} slots; sync: a thread per writer, r2d2; async: a task per writer on \
+         a 2-worker tokio runtime, deadpool; load average at start {}",
         C::NAME,
         opts.seconds,
+        opts.rounds,
         opts.hold,
-        opts.slots
+        opts.slots,
+        load.join(" ")
     );
 
+    let all: Vec<&Mode<C>> = modes.iter().collect();
+    let (single, ceiling) = (&modes[0], &modes[modes.len() - 1]);
     let mut runs = Vec::new();
     for shape in [Shape::Bare, Shape::Business] {
         println!("\n## {} increments\n", shape.name());
-        println!("| mode | writers | tx/s | p50 ms | p99 ms | errors | retries |");
-        println!("|---|---:|---:|---:|---:|---:|---:|");
+        println!("| face | mode | writers | tx/s | p50 ms | p99 ms | errors | retries |");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|");
         for &writers in &opts.writers {
-            let all: Vec<&Mode<C>> = modes.iter().collect();
-            for run in interleaved(&pool, &all, writers, shape, opts)? {
-                println!(
-                    "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {} |",
-                    run.mode, run.writers, run.tps, run.p50_ms, run.p99_ms, run.errors, run.retries
-                );
+            let mut entries = bench.library(&all, writers, shape);
+            entries.extend(bench.anchors(single, ceiling, writers, shape));
+            for run in interleaved(&entries, opts)? {
+                print_run(&run);
                 runs.push(run);
             }
         }
     }
 
     // Ratios at the sweep's writer count, business shape: the issue's targets.
-    let tps = |mode: &str, writers: u32| {
-        runs.iter()
-            .find(|r| r.mode == mode && r.writers == writers && r.shape == Shape::Business)
-            .map_or(0.0, |r| r.tps)
-    };
     let w = opts.sweep_writers;
-    let best = ["slotted-thread", "slotted-random", "slotted-prefill (64)"]
-        .into_iter()
-        .map(|m| (m, tps(m, w)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .unwrap_or(("none", 0.0));
-    if tps("ceiling", w) > 0.0 {
-        println!(
-            "\n{w} writers, business: best slotted mode `{}` at {:.0} tx/s = {:.3} x ceiling ({:.0}), {:.1} x single-row ({:.0}); random = {:.3} x ceiling",
-            best.0,
-            best.1,
-            best.1 / tps("ceiling", w),
-            tps("ceiling", w),
-            best.1 / tps("single-row", w).max(1e-9),
-            tps("single-row", w),
-            tps("slotted-random", w) / tps("ceiling", w),
-        );
+    let tps = |face: &str, mode: &str| {
+        runs.iter()
+            .find(|r| {
+                r.face == face && r.mode == mode && r.writers == w && r.shape == Shape::Business
+            })
+            .map(|r| r.tps)
+    };
+    println!("\n## {w} writers, business transactions: ratios\n");
+    println!("| face | mode | tx/s | × raw private-row | × raw single-row | × library ceiling |");
+    println!("|---|---|---:|---:|---:|---:|");
+    let mut ratios = Vec::new();
+    for face in ["sync", "async"] {
+        let raw_private = tps("raw", &anchor_name(C::NAME, face, Target::PrivateRow));
+        let raw_single = tps("raw", &anchor_name(C::NAME, face, Target::SingleRow));
+        for mode in &modes {
+            let name = match face {
+                "sync" => mode.name.clone(),
+                _ => format!("async {}", mode.name),
+            };
+            let Some(t) = tps(face, &name) else { continue };
+            let ceiling_tps = tps(face, &match face {
+                "sync" => "ceiling".to_owned(),
+                _ => "async ceiling".to_owned(),
+            });
+            let ratio = |of: Option<f64>| of.map(|of| t / of);
+            let show = |r: Option<f64>, digits: usize| {
+                r.map_or("–".to_owned(), |r| format!("{r:.digits$}"))
+            };
+            let (private, single, own) =
+                (ratio(raw_private), ratio(raw_single), ratio(ceiling_tps));
+            println!(
+                "| {face} | {name} | {t:.0} | {} | {} | {} |",
+                show(private, 3),
+                show(single, 1),
+                show(own, 3)
+            );
+            ratios.push(format!(
+                "{{\"face\": \"{face}\", \"mode\": \"{name}\", \"tps\": {t:.1}, \"x_raw_private_row\": {}, \"x_raw_single_row\": {}, \"x_library_ceiling\": {}}}",
+                private.map_or("null".into(), |r| format!("{r:.4}")),
+                single.map_or("null".into(), |r| format!("{r:.4}")),
+                own.map_or("null".into(), |r| format!("{r:.4}")),
+            ));
+        }
     }
 
-    // The slot-count sweep.
-    println!("\n## slot-count sweep: {w} writers, business transactions\n");
-    println!("| slots | thread tx/s | random tx/s |");
-    println!("|---:|---:|---:|");
-    let mut sweep = Vec::new();
-    for (slots, thread, random) in sweep_modes::<C>() {
-        let pair = interleaved(&pool, &[&thread, &random], w, Shape::Business, opts)?;
-        let (t, r) = (pair[0].tps, pair[1].tps);
-        println!("| {slots} | {t:.0} | {r:.0} |");
-        sweep.push((slots, t, r));
-    }
-    let smallest = |pick: fn(&(u32, f64, f64)) -> f64| {
-        let best = sweep.iter().map(pick).fold(0.0, f64::max);
-        sweep
-            .iter()
-            .find(|s| pick(s) >= 0.95 * best)
-            .map_or(0, |s| s.0)
+    // The slot-count sweep: every strategy, sync and async.
+    println!("\n## slot-count sweep: {w} writers, business transactions (tx/s)\n");
+    let sweep_all = sweep_modes::<C>();
+    let faces: &[&str] = if cfg!(feature = "async") {
+        &["sync", "async"]
+    } else {
+        &["sync"]
     };
-    let (smallest_thread, smallest_random) = (smallest(|s| s.1), smallest(|s| s.2));
-    println!("\nsmallest slot count within 5% of the best: thread {smallest_thread}, random {smallest_random}");
+    let columns: Vec<String> = faces
+        .iter()
+        .flat_map(|face| {
+            ["thread", "random", "connection"].map(|s| match *face {
+                "sync" => s.to_owned(),
+                _ => format!("async {s}"),
+            })
+        })
+        .collect();
+    println!("| slots | {} |", columns.join(" | "));
+    println!("|---:|{}", "---:|".repeat(columns.len()));
+    let mut sweep: Vec<(u32, Vec<f64>)> = Vec::new();
+    for (slots, strategies) in &sweep_all {
+        if !opts.sweep_slots.is_empty() && !opts.sweep_slots.contains(slots) {
+            continue;
+        }
+        let refs: Vec<&Mode<C>> = strategies.iter().collect();
+        let entries = bench.library(&refs, w, Shape::Business);
+        let measured: Vec<f64> = interleaved(&entries, opts)?
+            .iter()
+            .map(|r| r.tps)
+            .collect();
+        let cells: Vec<String> = measured.iter().map(|t| format!("{t:.0}")).collect();
+        println!("| {slots} | {} |", cells.join(" | "));
+        sweep.push((*slots, measured));
+    }
+    let smallest: Vec<u32> = (0..columns.len())
+        .map(|i| {
+            let best = sweep.iter().map(|s| s.1[i]).fold(0.0, f64::max);
+            sweep
+                .iter()
+                .find(|s| s.1[i] >= 0.95 * best)
+                .map_or(0, |s| s.0)
+        })
+        .collect();
+    let within: Vec<String> = columns
+        .iter()
+        .zip(&smallest)
+        .map(|(c, s)| format!("{c} {s}"))
+        .collect();
+    println!(
+        "\nsmallest slot count within 5% of the best: {}",
+        within.join(", ")
+    );
 
     // The read side and the library's own cost, single-threaded.
-    let mut conn = pool.get()?;
-    let conn = &mut *conn;
-    let reads = 2000;
-    conn.batch_execute("DELETE FROM bench_t16_hits_slots; DELETE FROM bench_t64_hits_slots")?;
-    for (table, slots) in [("bench_t16_hits_slots", 16), ("bench_t64_hits_slots", 64)] {
-        let rows: Vec<String> = (0..slots).map(|s| format!("(1, {s}, 1)")).collect();
+    let reads = if opts.seconds < 1.0 { 200 } else { 2000 };
+    {
+        let conn = &mut *pool.get()?;
+        conn.batch_execute("DELETE FROM bench_t16_hits_slots; DELETE FROM bench_t64_hits_slots")?;
+        for (table, slots) in [("bench_t16_hits_slots", 16), ("bench_t64_hits_slots", 64)] {
+            let rows: Vec<String> = (0..slots).map(|s| format!("(1, {s}, 1)")).collect();
+            conn.batch_execute(&format!(
+                "INSERT INTO {table} (record_id, slot, count) VALUES {}",
+                rows.join(", ")
+            ))?;
+        }
+        let rows: Vec<String> = (2..=1000).map(|k| format!("({k}, 0, 1)")).collect();
         conn.batch_execute(&format!(
-            "INSERT INTO {table} (record_id, slot, count) VALUES {}",
+            "INSERT INTO bench_t16_hits_slots (record_id, slot, count) VALUES {}",
             rows.join(", ")
         ))?;
+        if C::NAME == "postgres" {
+            // The tables were written hard; read them as a settled table is read.
+            conn.batch_execute(
+                "VACUUM ANALYZE bench_single; VACUUM ANALYZE bench_t16_hits_slots; \
+                 VACUUM ANALYZE bench_t64_hits_slots",
+            )?;
+        }
     }
     let keys: Vec<i32> = (1..=1000).collect();
-    let rows: Vec<String> = (2..=1000).map(|k| format!("({k}, 0, 1)")).collect();
-    conn.batch_execute(&format!(
-        "INSERT INTO bench_t16_hits_slots (record_id, slot, count) VALUES {}",
-        rows.join(", ")
-    ))?;
-    let single_read = time_us(conn, reads, |c, _| Ok(c.read_single().map(drop)?))?;
-    let total16 = time_us(conn, reads, |c, _| {
-        Ok(T16::hits_of(1).total(c).map(drop)?)
-    })?;
-    let total64 = time_us(conn, reads, |c, _| {
-        Ok(T64::hits_of(1).total(c).map(drop)?)
-    })?;
-    let totals1000 = time_us(conn, reads / 20, |c, _| {
-        let totals = T16::hits_totals(&keys, c)?;
-        match totals.values().sum::<i64>() {
-            1015 => Ok(()), // 16 slots of record 1, one of each other record
-            other => Err(format!("totals of 1,000 keys summed to {other}, not 1,015").into()),
+    // Rounds alternate the reads (sync, then async), the median round counts.
+    let mut read_times: Vec<Vec<f64>> = Vec::new();
+    for _ in 0..opts.rounds.max(1) {
+        let conn = &mut *pool.get()?;
+        let mut round = vec![
+            time_us(conn, reads, |c, _| Ok(c.read_single().map(drop)?))?,
+            time_us(conn, reads, |c, _| {
+                Ok(T16::hits_of(1).total(c).map(drop)?)
+            })?,
+            time_us(conn, reads, |c, _| {
+                Ok(T64::hits_of(1).total(c).map(drop)?)
+            })?,
+            time_us(conn, reads / 20, |c, _| {
+                let totals = T16::hits_totals(&keys, c)?;
+                match totals.values().sum::<i64>() {
+                    1015 => Ok(()), // 16 slots of record 1, one of each other record
+                    other => Err(format!("totals of 1,000 keys summed to {other}, not 1,015").into()),
+                }
+            })?,
+        ];
+        #[cfg(feature = "async")]
+        {
+            let side = &bench.side;
+            round.push(side.time_us(reads, |c, _| {
+                Box::pin(async move { Ok(<C::Async as asynch::AsyncBench>::read_single(c).await.map(drop)?) })
+            })?);
+            round.push(side.time_us(reads, |c, _| {
+                Box::pin(async move { Ok(T16::hits_of(1).total_async(c).await.map(drop)?) })
+            })?);
+            round.push(side.time_us(reads, |c, _| {
+                Box::pin(async move { Ok(T64::hits_of(1).total_async(c).await.map(drop)?) })
+            })?);
         }
-    })?;
+        read_times.push(round);
+    }
+    let read_names = [
+        "single-row column",
+        "total, 16 slots",
+        "total, 64 slots",
+        "totals of 1,000 keys (one query)",
+        "async single-row column",
+        "async total, 16 slots",
+        "async total, 64 slots",
+    ];
+    let read_us: Vec<f64> = (0..read_times[0].len())
+        .map(|i| {
+            let mut t: Vec<f64> = read_times.iter().map(|r| r[i]).collect();
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        })
+        .collect();
     println!("\n## reads, single-threaded\n");
-    println!("| read | µs per call | per s |");
-    println!("|---|---:|---:|");
-    for (name, us) in [
-        ("single-row column", single_read),
-        ("total, 16 slots", total16),
-        ("total, 64 slots", total64),
-        ("totals of 1,000 keys (one query)", totals1000),
-    ] {
-        println!("| {name} | {us:.1} | {:.0} |", 1e6 / us);
+    println!("| read | µs per call | per s | × single-row read |");
+    println!("|---|---:|---:|---:|");
+    for (i, (name, us)) in read_names.iter().zip(&read_us).enumerate() {
+        let single = if i < 4 { read_us[0] } else { read_us[4] };
+        println!("| {name} | {us:.1} | {:.0} | {:.2} |", 1e6 / us, us / single);
     }
 
     // The library's increment against the same upsert written by hand, two ways: a prepared
@@ -773,10 +1084,13 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     // all) does not drown the statements' own cost; each touches every record of its own key
     // range once, as increments of a busy table do (the same row again and again inside one
     // transaction would measure the row's growing version chain instead). Round 0 inserts the
-    // rows and warms the statements up; the median of the others times the update path.
+    // rows and warms the statements up; the median of the others times the update path. With
+    // `async`, the library's `increment_async` against the hand-written prepared upsert on
+    // diesel-async, in the same rounds.
     let n: i32 = if opts.seconds < 1.0 { 200 } else { 2000 };
     let rounds: i64 = 11;
-    let mut times: [Vec<f64>; 3] = Default::default();
+    let mut times: [Vec<f64>; 5] = Default::default();
+    let conn = &mut *pool.get()?;
     conn.batch_execute("DELETE FROM bench_t1_hits_slots")?;
     for round in 0..rounds {
         let l = conn.transaction(|c| time_us(c, n, |c, i| Ok(T1::hits_of(i).increment(c)?)))?;
@@ -784,24 +1098,53 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
             .transaction(|c| time_us(c, n, |c, i| Ok(c.hand_written_upsert(n + i).map(drop)?)))?;
         let d =
             conn.transaction(|c| time_us(c, n, |c, i| Ok(c.dsl_upsert(2 * n + i).map(drop)?)))?;
+        #[allow(unused_mut)]
+        let mut measured = vec![l, h, d];
+        #[cfg(feature = "async")]
+        {
+            let side = &bench.side;
+            measured.push(side.time_in_transaction_us(n, |c, i| {
+                Box::pin(async move { Ok(T1::hits_of(3 * n + i).increment_async(c).await?) })
+            })?);
+            measured.push(side.time_in_transaction_us(n, |c, i| {
+                Box::pin(async move {
+                    Ok(asynch::hand_written_upsert::<C, _>(c, 4 * n + i)
+                        .await
+                        .map(drop)?)
+                })
+            })?);
+        }
         if round > 0 {
-            for (times, t) in times.iter_mut().zip([l, h, d]) {
+            for (times, t) in times.iter_mut().zip(measured) {
                 times.push(t);
             }
         }
     }
-    let us = times.map(|mut t| {
-        t.sort_by(f64::total_cmp);
-        t[t.len() / 2] // the median round
-    });
-    let [library, hand, dsl] = us;
+    let us: Vec<f64> = times
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .map(|mut t| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2] // the median round
+        })
+        .collect();
+    let (library, hand, dsl) = (us[0], us[1], us[2]);
     println!(
         "\nincrement, single writer: library {library:.1} µs, hand-written prepared upsert {hand:.1} µs \
          ({:+.1}%), Diesel query-builder upsert {dsl:.1} µs ({:+.1}%)",
         (library / hand - 1.0) * 100.0,
         (library / dsl - 1.0) * 100.0
     );
-    let keys: Vec<i32> = (0..3 * n).collect();
+    let async_increment = (us.len() == 5).then(|| (us[3], us[4]));
+    if let Some((library, hand)) = async_increment {
+        println!(
+            "async increment, single writer: library {library:.1} µs, hand-written prepared \
+             diesel-async upsert {hand:.1} µs ({:.3}×)",
+            library / hand
+        );
+    }
+    let written = if async_increment.is_some() { 5 } else { 3 };
+    let keys: Vec<i32> = (0..written * n).collect();
     let counted = T1::hits_totals(&keys, conn)?;
     if let Some((key, total)) = counted.iter().find(|(_, &total)| total != rounds) {
         return Err(format!("record {key} counted {total} increments, not {rounds}").into());
@@ -812,47 +1155,82 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
         let mut json = String::new();
         writeln!(
             json,
-            "{{\n  \"backend\": \"{}\",\n  \"seconds\": {},\n  \"hold_ms\": {},\n  \"slots\": {},",
+            "{{\n  \"backend\": \"{}\",\n  \"seconds\": {},\n  \"rounds\": {},\n  \"hold_ms\": {},\n  \"slots\": {},\n  \"load_average_at_start\": \"{}\",\n  \"async\": \"tokio multi-thread, 2 workers, deadpool\",",
             C::NAME,
             opts.seconds,
+            opts.rounds,
             opts.hold.as_secs_f64() * 1e3,
-            opts.slots
+            opts.slots,
+            load.join(" ")
         )?;
         json.push_str("  \"runs\": [\n");
+        let num = |v: f64| {
+            if v.is_nan() {
+                "null".to_owned()
+            } else {
+                format!("{v:.3}")
+            }
+        };
         for (i, r) in runs.iter().enumerate() {
             let comma = if i + 1 < runs.len() { "," } else { "" };
             writeln!(
                 json,
-                "    {{\"mode\": \"{}\", \"shape\": \"{}\", \"writers\": {}, \"committed\": {}, \"tps\": {:.1}, \"p50_ms\": {:.3}, \"p99_ms\": {:.3}, \"errors\": {}, \"retries\": {}}}{comma}",
-                r.mode, r.shape.name(), r.writers, r.committed, r.tps, r.p50_ms, r.p99_ms, r.errors, r.retries
+                "    {{\"face\": \"{}\", \"mode\": \"{}\", \"shape\": \"{}\", \"writers\": {}, \"committed\": {}, \"tps\": {:.1}, \"p50_ms\": {}, \"p99_ms\": {}, \"errors\": {}, \"retries\": {}}}{comma}",
+                r.face, r.mode, r.shape.name(), r.writers, r.committed, r.tps, num(r.p50_ms), num(r.p99_ms), r.errors, r.retries
             )?;
         }
-        json.push_str("  ],\n  \"sweep\": [");
+        writeln!(json, "  ],\n  \"ratios_business_{w}_writers\": [\n    {}\n  ],", ratios.join(",\n    "))?;
+        json.push_str("  \"sweep\": [");
         let sweep_json: Vec<String> = sweep
             .iter()
-            .map(|(s, t, r)| {
-                format!("{{\"slots\": {s}, \"thread_tps\": {t:.1}, \"random_tps\": {r:.1}}}")
+            .map(|(s, tps)| {
+                let cells: Vec<String> = columns
+                    .iter()
+                    .zip(tps)
+                    .map(|(c, t)| format!("\"{c}\": {t:.1}"))
+                    .collect();
+                format!("{{\"slots\": {s}, {}}}", cells.join(", "))
             })
             .collect();
-        json.push_str(&sweep_json.join(", "));
-        writeln!(json, "],\n  \"sweep_writers\": {w},\n  \"smallest_within_5pct\": {{\"thread\": {smallest_thread}, \"random\": {smallest_random}}},")?;
+        json.push_str(&sweep_json.join(",\n    "));
+        let within_json: Vec<String> = columns
+            .iter()
+            .zip(&smallest)
+            .map(|(c, s)| format!("\"{c}\": {s}"))
+            .collect();
         writeln!(
             json,
-            "  \"reads_us\": {{\"single_row\": {single_read:.2}, \"total_16_slots\": {total16:.2}, \"total_64_slots\": {total64:.2}, \"totals_1000_keys\": {totals1000:.2}}},"
+            "],\n  \"sweep_writers\": {w},\n  \"smallest_within_5pct\": {{{}}},",
+            within_json.join(", ")
         )?;
+        let reads_json: Vec<String> = read_names
+            .iter()
+            .zip(&read_us)
+            .map(|(n, us)| format!("\"{n}\": {us:.2}"))
+            .collect();
+        writeln!(json, "  \"reads_us\": {{{}}},", reads_json.join(", "))?;
+        let async_json = async_increment.map_or(String::new(), |(l, h)| {
+            format!(", \"async_library\": {l:.2}, \"async_hand_written_prepared\": {h:.2}")
+        });
         writeln!(
             json,
-            "  \"increment_us\": {{\"library\": {library:.2}, \"hand_written_prepared\": {hand:.2}, \"diesel_query_builder\": {dsl:.2}}}\n}}"
+            "  \"increment_us\": {{\"library\": {library:.2}, \"hand_written_prepared\": {hand:.2}, \"diesel_query_builder\": {dsl:.2}{async_json}}}\n}}"
         )?;
         std::fs::write(dir.join(format!("contention-{}.json", C::NAME)), json)?;
         for shape in [Shape::Bare, Shape::Business] {
-            let series: Vec<Series> = modes
+            let mut names: Vec<&str> = Vec::new();
+            for r in runs.iter().filter(|r| r.shape == shape) {
+                if !names.contains(&r.mode.as_str()) {
+                    names.push(&r.mode);
+                }
+            }
+            let series: Vec<Series> = names
                 .iter()
-                .map(|m| Series {
-                    name: m.name.clone(),
+                .map(|name| Series {
+                    name: (*name).to_owned(),
                     points: runs
                         .iter()
-                        .filter(|r| r.mode == m.name && r.shape == shape)
+                        .filter(|r| r.mode == *name && r.shape == shape)
                         .map(|r| (r.writers, r.tps))
                         .collect(),
                 })
@@ -869,6 +1247,19 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
                 &series,
             )?;
         }
+        let mut text = String::new();
+        for r in &runs {
+            writeln!(
+                text,
+                "{}\t{}\t{}\t{}\t{:.1}",
+                r.face,
+                r.mode,
+                r.shape.name(),
+                r.writers,
+                r.tps
+            )?;
+        }
+        std::fs::write(dir.join(format!("contention-{}.tsv", C::NAME)), text)?;
         println!("\nwrote {}", dir.display());
     }
     Ok(())
@@ -883,6 +1274,7 @@ fn parse() -> Result<Options, BoxError> {
         slots: 64,
         sweep_writers: 32,
         rounds: 3,
+        sweep_slots: Vec::new(),
         out: None,
     };
     let mut args = std::env::args().skip(1);
@@ -901,12 +1293,19 @@ fn parse() -> Result<Options, BoxError> {
             "--slots" => opts.slots = value()?.parse()?,
             "--sweep-writers" => opts.sweep_writers = value()?.parse()?,
             "--rounds" => opts.rounds = value()?.parse()?,
+            "--sweep-slots" => {
+                opts.sweep_slots = value()?
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
+            }
             "--out" => opts.out = Some(value()?.into()),
             "--smoke" => {
                 opts.writers = vec![1, 4];
                 opts.seconds = 0.2;
                 opts.sweep_writers = 4;
                 opts.rounds = 1;
+                opts.sweep_slots = vec![1, 16];
             }
             other => {
                 return Err(format!(
