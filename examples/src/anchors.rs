@@ -165,7 +165,10 @@ impl MysqlUrl {
         let (host, port) = hostport.split_once(':').unwrap_or((hostport, "3306"));
         let socket = query
             .split('&')
-            .find_map(|kv| kv.strip_prefix("unix_socket=").or(kv.strip_prefix("socket=")))
+            .find_map(|kv| {
+                kv.strip_prefix("unix_socket=")
+                    .or(kv.strip_prefix("socket="))
+            })
             .map(str::to_owned);
         Ok(MysqlUrl {
             host: host.to_owned(),
@@ -207,8 +210,12 @@ mod raw_mysql {
     impl Raw {
         fn connect(url: &MysqlUrl) -> Result<Raw, BoxError> {
             let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
-            let (host, user, password, db) =
-                (c(&url.host)?, c(&url.user)?, c(&url.password)?, c(&url.database)?);
+            let (host, user, password, db) = (
+                c(&url.host)?,
+                c(&url.user)?,
+                c(&url.password)?,
+                c(&url.database)?,
+            );
             let socket = url.socket.as_deref().map(c).transpose()?;
             // SAFETY: mysql_init(NULL) allocates a handle or returns NULL; every pointer passed
             // to mysql_real_connect outlives the call.

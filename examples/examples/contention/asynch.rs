@@ -121,7 +121,11 @@ pub(crate) fn single_row<A: AsyncBench>() -> AsyncOp<A> {
     Box::new(|conn, _| {
         Box::pin(async move {
             let binds = [Bind::Integer(1)];
-            A::run(conn, HandWritten::<super::SingleRow>::new(SINGLE_ROW, &binds)).await?;
+            A::run(
+                conn,
+                HandWritten::<super::SingleRow>::new(SINGLE_ROW, &binds),
+            )
+            .await?;
             Ok(())
         })
     })

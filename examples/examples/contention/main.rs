@@ -41,8 +41,8 @@ use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool, R2D2Connection}
 use diesel::serialize::ToSql;
 use diesel::sql_types::{BigInt, Integer, SmallInt};
 use slotted_core::{Counter, CounterConnection, CounterMaintenance, CounterTable, SlottedCounter};
-use slotted_examples::chart::{throughput_chart, Series};
 use slotted_examples::anchors::{self, Target};
+use slotted_examples::chart::{throughput_chart, Series};
 use slotted_examples::BoxError;
 
 #[cfg(feature = "async")]
@@ -118,6 +118,8 @@ struct HandWritten<'a, S> {
 enum SingleRow {}
 enum Event {}
 enum Upsert {}
+enum Begin {}
+enum Commit {}
 
 impl<'a, S> HandWritten<'a, S> {
     fn new(pieces: &'static [&'static str], binds: &'a [Bind]) -> Self {
@@ -201,6 +203,17 @@ trait BenchConnection: CounterConnection + R2D2Connection + SimpleConnection + S
 
     fn event(&mut self, writer: i32) -> QueryResult<usize> {
         self.run(HandWritten::<Event>::new(EVENT, &[Bind::Integer(writer)]))
+    }
+
+    /// `BEGIN` and `COMMIT` as prepared statements, bypassing Diesel's transaction manager,
+    /// which sends them with `batch_execute`: on MySQL that is three round trips each (it turns
+    /// multi-statements on, runs the statement, turns them off).
+    fn begin_prepared(&mut self) -> QueryResult<usize> {
+        self.run(HandWritten::<Begin>::new(&["BEGIN"], &[]))
+    }
+
+    fn commit_prepared(&mut self) -> QueryResult<usize> {
+        self.run(HandWritten::<Commit>::new(&["COMMIT"], &[]))
     }
 
     /// The library's upsert for `T1`, slot 0, written by hand.
@@ -315,6 +328,9 @@ struct Mode<C: BenchConnection> {
     total: Total<C>,
     table: String,
     prefill: bool,
+    /// Business transactions open and commit with prepared `BEGIN`/`COMMIT` instead of
+    /// Diesel's `transaction` (sync only: a diagnosis of Diesel's MySQL transactions).
+    prepared_tx: bool,
     /// The same increment on a diesel-async connection.
     #[cfg(feature = "async")]
     async_increment: Arc<asynch::AsyncOp<C::Async>>,
@@ -327,6 +343,7 @@ fn slotted<C: BenchConnection, T: CounterTable<Key = i32>>(name: &str) -> Mode<C
         total: Box::new(|conn| Counter::<T>::of(1).total(conn)),
         table: T::SPEC.table.to_owned(),
         prefill: T::SPEC.prefill,
+        prepared_tx: false,
         #[cfg(feature = "async")]
         async_increment: Arc::new(asynch::slotted::<C::Async, T>()),
     }
@@ -343,21 +360,38 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
         };
     }
     let (thread, random, connection): (Mode<C>, Mode<C>, Mode<C>) = match slots {
-        16 => strategies!(bench_t16_hits_slots, bench_r16_hits_slots, bench_c16_hits_slots),
-        32 => strategies!(bench_t32_hits_slots, bench_r32_hits_slots, bench_c32_hits_slots),
-        64 => strategies!(bench_t64_hits_slots, bench_r64_hits_slots, bench_c64_hits_slots),
-        128 => strategies!(bench_t128_hits_slots, bench_r128_hits_slots, bench_c128_hits_slots),
+        16 => strategies!(
+            bench_t16_hits_slots,
+            bench_r16_hits_slots,
+            bench_c16_hits_slots
+        ),
+        32 => strategies!(
+            bench_t32_hits_slots,
+            bench_r32_hits_slots,
+            bench_c32_hits_slots
+        ),
+        64 => strategies!(
+            bench_t64_hits_slots,
+            bench_r64_hits_slots,
+            bench_c64_hits_slots
+        ),
+        128 => strategies!(
+            bench_t128_hits_slots,
+            bench_r128_hits_slots,
+            bench_c128_hits_slots
+        ),
         other => return Err(format!("--slots {other}: choose 16, 32, 64 or 128").into()),
     };
     let mut prefill = slotted::<C, bench_p64_hits_slots::table>("slotted-prefill");
     prefill.name = "slotted-prefill (64)".into();
-    Ok(vec![
+    let mut all = vec![
         Mode {
             name: "single-row".into(),
             increment: Box::new(|conn: &mut C, _| Ok(conn.single_row().map(drop)?)),
             total: Box::new(|conn: &mut C| Ok(conn.read_single()?)),
             table: "bench_single".into(),
             prefill: false,
+            prepared_tx: false,
             #[cfg(feature = "async")]
             async_increment: Arc::new(asynch::single_row()),
         },
@@ -377,10 +411,35 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
             }),
             table: "bench_private_hits_slots".into(),
             prefill: false,
+            prepared_tx: false,
             #[cfg(feature = "async")]
-            async_increment: Arc::new(asynch::private::<C::Async, bench_private_hits_slots::table>()),
+            async_increment: Arc::new(
+                asynch::private::<C::Async, bench_private_hits_slots::table>(),
+            ),
         },
-    ])
+    ];
+    if C::NAME == "mysql" {
+        // The ceiling again, its transactions opened and committed by prepared statements: how
+        // much of the sync face's gap to the raw client is Diesel's MySQL transaction manager.
+        all.push(Mode {
+            name: "ceiling, prepared BEGIN/COMMIT".into(),
+            increment: Box::new(|conn: &mut C, writer| {
+                Counter::<bench_private_hits_slots::table>::of(writer).increment(conn)
+            }),
+            total: Box::new(move |conn: &mut C| {
+                let writers: Vec<i32> = (0..max_writers as i32).collect();
+                Ok(Private::hits_totals(&writers, conn)?.values().sum())
+            }),
+            table: "bench_private_hits_slots".into(),
+            prefill: false,
+            prepared_tx: true,
+            #[cfg(feature = "async")]
+            async_increment: Arc::new(
+                asynch::private::<C::Async, bench_private_hits_slots::table>(),
+            ),
+        });
+    }
+    Ok(all)
 }
 
 /// The sweep's modes: every slot count, every strategy (thread, random, connection).
@@ -398,14 +457,54 @@ fn sweep_modes<C: BenchConnection>() -> Vec<(u32, [Mode<C>; 3])> {
         };
     }
     vec![
-        strategies!(1, bench_t1_hits_slots, bench_r1_hits_slots, bench_c1_hits_slots),
-        strategies!(2, bench_t2_hits_slots, bench_r2_hits_slots, bench_c2_hits_slots),
-        strategies!(4, bench_t4_hits_slots, bench_r4_hits_slots, bench_c4_hits_slots),
-        strategies!(8, bench_t8_hits_slots, bench_r8_hits_slots, bench_c8_hits_slots),
-        strategies!(16, bench_t16_hits_slots, bench_r16_hits_slots, bench_c16_hits_slots),
-        strategies!(32, bench_t32_hits_slots, bench_r32_hits_slots, bench_c32_hits_slots),
-        strategies!(64, bench_t64_hits_slots, bench_r64_hits_slots, bench_c64_hits_slots),
-        strategies!(128, bench_t128_hits_slots, bench_r128_hits_slots, bench_c128_hits_slots),
+        strategies!(
+            1,
+            bench_t1_hits_slots,
+            bench_r1_hits_slots,
+            bench_c1_hits_slots
+        ),
+        strategies!(
+            2,
+            bench_t2_hits_slots,
+            bench_r2_hits_slots,
+            bench_c2_hits_slots
+        ),
+        strategies!(
+            4,
+            bench_t4_hits_slots,
+            bench_r4_hits_slots,
+            bench_c4_hits_slots
+        ),
+        strategies!(
+            8,
+            bench_t8_hits_slots,
+            bench_r8_hits_slots,
+            bench_c8_hits_slots
+        ),
+        strategies!(
+            16,
+            bench_t16_hits_slots,
+            bench_r16_hits_slots,
+            bench_c16_hits_slots
+        ),
+        strategies!(
+            32,
+            bench_t32_hits_slots,
+            bench_r32_hits_slots,
+            bench_c32_hits_slots
+        ),
+        strategies!(
+            64,
+            bench_t64_hits_slots,
+            bench_r64_hits_slots,
+            bench_c64_hits_slots
+        ),
+        strategies!(
+            128,
+            bench_t128_hits_slots,
+            bench_r128_hits_slots,
+            bench_c128_hits_slots
+        ),
     ]
 }
 
@@ -565,6 +664,20 @@ fn measure<C: BenchConnection>(
                         let started = Instant::now();
                         let result = match shape {
                             Shape::Bare => (mode.increment)(conn, w as i32),
+                            Shape::Business if mode.prepared_tx => {
+                                let result = (|| {
+                                    conn.begin_prepared()?;
+                                    conn.event(w as i32)?;
+                                    (mode.increment)(conn, w as i32)?;
+                                    std::thread::sleep(hold);
+                                    conn.commit_prepared()?;
+                                    Ok(())
+                                })();
+                                if result.is_err() {
+                                    let _ = conn.batch_execute("ROLLBACK");
+                                }
+                                result
+                            }
                             Shape::Business => conn.transaction(|conn| {
                                 conn.event(w as i32)?;
                                 (mode.increment)(conn, w as i32)?;
@@ -630,7 +743,15 @@ fn anchor_run<C: BenchConnection>(
         retries: 0,
         latencies_ms: load.latencies_ms,
     };
-    let mut run = summarize(name, "raw", shape, writers, load.seconds, vec![tally], after - before)?;
+    let mut run = summarize(
+        name,
+        "raw",
+        shape,
+        writers,
+        load.seconds,
+        vec![tally],
+        after - before,
+    )?;
     if let Some(average) = average {
         run.p50_ms = average; // pgbench reports the average only
     }
@@ -747,7 +868,7 @@ impl<C: BenchConnection> Bench<'_, C> {
             }));
         }
         #[cfg(feature = "async")]
-        for &mode in modes {
+        for &mode in modes.iter().filter(|m| !m.prepared_tx) {
             entries.push(Box::new(move || {
                 self.side.measure(
                     &self.pool,
@@ -876,7 +997,11 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     );
 
     let all: Vec<&Mode<C>> = modes.iter().collect();
-    let (single, ceiling) = (&modes[0], &modes[modes.len() - 1]);
+    let single = &modes[0];
+    let ceiling = modes
+        .iter()
+        .find(|m| m.name == "ceiling")
+        .ok_or("no ceiling mode")?;
     let mut runs = Vec::new();
     for shape in [Shape::Bare, Shape::Business] {
         println!("\n## {} increments\n", shape.name());
@@ -914,10 +1039,13 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
                 _ => format!("async {}", mode.name),
             };
             let Some(t) = tps(face, &name) else { continue };
-            let ceiling_tps = tps(face, &match face {
-                "sync" => "ceiling".to_owned(),
-                _ => "async ceiling".to_owned(),
-            });
+            let ceiling_tps = tps(
+                face,
+                &match face {
+                    "sync" => "ceiling".to_owned(),
+                    _ => "async ceiling".to_owned(),
+                },
+            );
             let ratio = |of: Option<f64>| of.map(|of| t / of);
             let show = |r: Option<f64>, digits: usize| {
                 r.map_or("–".to_owned(), |r| format!("{r:.digits$}"))
@@ -965,10 +1093,7 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
         }
         let refs: Vec<&Mode<C>> = strategies.iter().collect();
         let entries = bench.library(&refs, w, Shape::Business);
-        let measured: Vec<f64> = interleaved(&entries, opts)?
-            .iter()
-            .map(|r| r.tps)
-            .collect();
+        let measured: Vec<f64> = interleaved(&entries, opts)?.iter().map(|r| r.tps).collect();
         let cells: Vec<String> = measured.iter().map(|t| format!("{t:.0}")).collect();
         println!("| {slots} | {} |", cells.join(" | "));
         sweep.push((*slots, measured));
@@ -1011,10 +1136,13 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
         ))?;
         if C::NAME == "postgres" {
             // The tables were written hard; read them as a settled table is read.
-            conn.batch_execute(
-                "VACUUM ANALYZE bench_single; VACUUM ANALYZE bench_t16_hits_slots; \
-                 VACUUM ANALYZE bench_t64_hits_slots",
-            )?;
+            for table in [
+                "bench_single",
+                "bench_t16_hits_slots",
+                "bench_t64_hits_slots",
+            ] {
+                conn.batch_execute(&format!("VACUUM ANALYZE {table}"))?;
+            }
         }
     }
     let keys: Vec<i32> = (1..=1000).collect();
@@ -1034,7 +1162,9 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
                 let totals = T16::hits_totals(&keys, c)?;
                 match totals.values().sum::<i64>() {
                     1015 => Ok(()), // 16 slots of record 1, one of each other record
-                    other => Err(format!("totals of 1,000 keys summed to {other}, not 1,015").into()),
+                    other => {
+                        Err(format!("totals of 1,000 keys summed to {other}, not 1,015").into())
+                    }
                 }
             })?,
         ];
@@ -1042,7 +1172,11 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
         {
             let side = &bench.side;
             round.push(side.time_us(reads, |c, _| {
-                Box::pin(async move { Ok(<C::Async as asynch::AsyncBench>::read_single(c).await.map(drop)?) })
+                Box::pin(async move {
+                    Ok(<C::Async as asynch::AsyncBench>::read_single(c)
+                        .await
+                        .map(drop)?)
+                })
             })?);
             round.push(side.time_us(reads, |c, _| {
                 Box::pin(async move { Ok(T16::hits_of(1).total_async(c).await.map(drop)?) })
@@ -1074,7 +1208,11 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     println!("|---|---:|---:|---:|");
     for (i, (name, us)) in read_names.iter().zip(&read_us).enumerate() {
         let single = if i < 4 { read_us[0] } else { read_us[4] };
-        println!("| {name} | {us:.1} | {:.0} | {:.2} |", 1e6 / us, us / single);
+        println!(
+            "| {name} | {us:.1} | {:.0} | {:.2} |",
+            1e6 / us,
+            us / single
+        );
     }
 
     // The library's increment against the same upsert written by hand, two ways: a prepared
@@ -1179,7 +1317,11 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
                 r.face, r.mode, r.shape.name(), r.writers, r.committed, r.tps, num(r.p50_ms), num(r.p99_ms), r.errors, r.retries
             )?;
         }
-        writeln!(json, "  ],\n  \"ratios_business_{w}_writers\": [\n    {}\n  ],", ratios.join(",\n    "))?;
+        writeln!(
+            json,
+            "  ],\n  \"ratios_business_{w}_writers\": [\n    {}\n  ],",
+            ratios.join(",\n    ")
+        )?;
         json.push_str("  \"sweep\": [");
         let sweep_json: Vec<String> = sweep
             .iter()
