@@ -44,6 +44,8 @@ pub(crate) trait AsyncBench: AsyncCounterConnection + 'static {
     /// A pool of `size` connections, on SQLite with a busy timeout and WAL, as the sync
     /// pool's. Called inside the runtime.
     fn pool(url: &str, size: usize) -> Result<Self::Pool, BoxError>;
+    /// Closes the pool's idle connections (after a measurement: see `Bench::writers_pool`).
+    fn clear(pool: &Self::Pool);
     /// A connection of the pool.
     fn get(pool: &Self::Pool) -> BoxFuture<'_, Result<Self::Pooled, BoxError>>;
 }
@@ -68,6 +70,10 @@ macro_rules! async_bench {
 
             type Pool = Pool<$conn>;
             type Pooled = diesel_async::pooled_connection::deadpool::Object<$conn>;
+
+            fn clear(pool: &Self::Pool) {
+                pool.retain(|_, _| false);
+            }
 
             fn get(pool: &Self::Pool) -> BoxFuture<'_, Result<Self::Pooled, BoxError>> {
                 Box::pin(async move { Ok(pool.get().await?) })
@@ -220,6 +226,7 @@ impl<A: AsyncBench> AsyncSide<A> {
             }
             Ok::<_, BoxError>(tallies)
         })?;
+        A::clear(&self.pool);
         let after = (mode.total)(&mut *sync_pool.get()?)?;
         super::summarize(
             &format!("async {}", mode.name),

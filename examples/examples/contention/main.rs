@@ -641,6 +641,7 @@ fn retryable(e: &slotted_core::Error) -> bool {
 
 fn measure<C: BenchConnection>(
     pool: &Pool<ConnectionManager<C>>,
+    writers_pool: Pool<ConnectionManager<C>>,
     mode: &Mode<C>,
     writers: u32,
     shape: Shape,
@@ -655,7 +656,7 @@ fn measure<C: BenchConnection>(
         let handles: Vec<_> = (0..writers)
             .map(|w| {
                 let (stop, barrier) = (stop.clone(), barrier.clone());
-                let mut conn = pool.get();
+                let mut conn = writers_pool.get();
                 scope.spawn(move || -> Result<Tally, BoxError> {
                     let conn = conn.as_mut().map_err(|e| e.to_string())?;
                     let mut tally = Tally::default();
@@ -859,12 +860,23 @@ struct Bench<'a, C: BenchConnection> {
 }
 
 impl<C: BenchConnection> Bench<'_, C> {
+    /// A pool for one measurement's writers, closed after it: the server's connection limit
+    /// (100 on PostgreSQL) would not hold every face's connections at once.
+    fn writers_pool(&self, size: u32) -> Result<Pool<ConnectionManager<C>>, BoxError> {
+        let mut builder = Pool::builder().max_size(size.max(1)).min_idle(Some(0));
+        if C::NAME == "sqlite" {
+            builder = builder.connection_customizer(Box::new(SqlitePragmas));
+        }
+        Ok(builder.build(ConnectionManager::<C>::new(self.url))?)
+    }
+
     /// Each of `modes` through the sync face, then (with `async`) through the async one.
     fn library<'b>(&'b self, modes: &[&'b Mode<C>], writers: u32, shape: Shape) -> Vec<Entry<'b>> {
         let mut entries: Vec<Entry<'b>> = Vec::new();
         for &mode in modes {
             entries.push(Box::new(move || {
-                measure(&self.pool, mode, writers, shape, self.opts)
+                let writers_pool = self.writers_pool(writers)?;
+                measure(&self.pool, writers_pool, mode, writers, shape, self.opts)
             }));
         }
         #[cfg(feature = "async")]
@@ -968,7 +980,7 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
         .chain([opts.sweep_writers])
         .max()
         .unwrap_or(1);
-    let mut builder = Pool::builder().max_size(max_writers + 1).min_idle(Some(0));
+    let mut builder = Pool::builder().max_size(3).min_idle(Some(0));
     if pragmas {
         builder = builder.connection_customizer(Box::new(SqlitePragmas));
     }
