@@ -25,8 +25,8 @@ pub enum KeyValue<'a> {
 
 impl KeyValue<'_> {
     /// The key, owned.
-    pub fn to_raw(&self) -> RawKey {
-        match *self {
+    pub fn to_raw(self) -> RawKey {
+        match self {
             KeyValue::Integer(v) => RawKey::Integer(v),
             KeyValue::BigInt(v) => RawKey::BigInt(v),
             KeyValue::Text(v) => RawKey::Text(v.to_owned()),

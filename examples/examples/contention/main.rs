@@ -1,25 +1,33 @@
-//! The contention benchmark: slotted against the single-row counter and the private-row ceiling,
-//! side by side in one run, through an r2d2 pool, on one backend.
+//! The contention benchmark: slotted against the single-row counter, the private-row ceiling and
+//! raw clients, side by side in one run, on one backend: sync (a thread per writer, r2d2) and,
+//! with the `async` feature, async (a task per writer on a 2-worker tokio runtime, deadpool).
 //!
-//!     cargo run --release --example contention --features postgres -- --backend postgres
-//!     cargo run --release --example contention --features mysql -- --backend mysql
+//!     cargo run --release --example contention --features postgres,mysql,async -- --backend postgres
+//!     cargo run --release --example contention --features postgres,mysql,async -- --backend mysql
 //!     cargo run --release --example contention -- --backend sqlite
 //!
 //! Options: `--writers 1,8,32,64`, `--seconds 2` (per measurement), `--rounds 3` (each mode
 //! runs once per round, in turn; the median round counts), `--hold-ms 2` (the business
-//! transaction's other work), `--slots 64` (the slotted modes), `--sweep-writers 32`, `--out
-//! docs/bench` (JSON and SVG), `--smoke` (a few seconds in all, for CI). Server URLs come from
-//! `PG_DATABASE_URL` and `MYSQL_DATABASE_URL` (a Unix socket URL, such as
+//! transaction's other work), `--slots 64` (the slotted modes), `--sweep-writers 32`,
+//! `--sweep-slots 1,16,64,128` (default: 1 to 128), `--out docs/bench` (JSON, TSV and SVG),
+//! `--smoke` (a few seconds in all, for CI). Server URLs come from `PG_DATABASE_URL` and
+//! `MYSQL_DATABASE_URL` (a Unix socket URL, such as
 //! `postgres:///test?host=/var/run/postgresql` or
 //! `mysql://root@localhost/test?unix_socket=/run/mysqld/mysqld.sock`, spares the client and
 //! server the TCP loopback); the benchmark works in tables of its own (`bench_*`), which it
 //! empties before every measurement.
 //!
-//! Modes:
+//! Modes, each sync and async:
 //! - `single-row`: `UPDATE bench_single SET count = count + 1 WHERE id = ?`, the naive counter;
-//! - `slotted-thread`, `slotted-random`, `slotted-prefill`: the library's `increment`;
+//! - `slotted-thread`, `slotted-connection`, `slotted-random`, `slotted-prefill`: the library's
+//!   `increment` with each slot strategy;
 //! - `ceiling`: every writer increments a record of its own with one slot: the library's own
-//!   upsert with no row shared, the most the database does without contention.
+//!   upsert with no row shared, the most the database does without contention;
+//! - MySQL, sync only: `ceiling, prepared BEGIN/COMMIT`, the ceiling without Diesel's transaction
+//!   manager.
+//!
+//! Raw anchors (`slotted_examples::anchors`), in the same rounds: pgbench `-j 2` on PostgreSQL;
+//! libmariadb threads and mysql_async tasks (feature `async`) on MySQL.
 //!
 //! Every statement is prepared once per connection, the hand-written ones included (see
 //! `HandWritten`), so the modes differ only in which rows they lock.
