@@ -347,6 +347,7 @@ mod raw_mysql {
 pub use raw_mysql::threads as libmariadb_threads;
 
 /// Sums the writers' loads.
+#[cfg(feature = "async")]
 fn merge(loads: Vec<Load>, seconds: f64) -> Load {
     let mut all = Load {
         seconds,

@@ -1170,6 +1170,7 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     let mut read_times: Vec<Vec<f64>> = Vec::new();
     for _ in 0..opts.rounds.max(1) {
         let conn = &mut *pool.get()?;
+        #[allow(unused_mut)] // pushed to with `async`
         let mut round = vec![
             time_us(conn, reads, |c, _| Ok(c.read_single().map(drop)?))?,
             time_us(conn, reads, |c, _| {
