@@ -1,0 +1,289 @@
+//! The benchmark's async modes: the same counters and transactions as the sync modes, run by
+//! tasks on a tokio runtime of 2 worker threads, through a deadpool pool of diesel-async
+//! connections: the way an axum service counts.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use diesel::prelude::*;
+use diesel_async::pooled_connection::deadpool::Pool;
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::{AsyncConnection, SimpleAsyncConnection};
+use slotted_core::{AsyncCounterConnection, Counter, CounterTable};
+use slotted_examples::BoxError;
+
+use super::{
+    bench_single, retryable, BenchConnection, Bind, Event, HandWritten, Mode, Run, Shape, Tally,
+    Upsert, EVENT, SINGLE_ROW,
+};
+
+/// A future an async mode returns, borrowing the connection.
+pub(crate) type BoxFuture<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
+
+/// A mode's increment on an async connection, given the writer's number.
+pub(crate) type AsyncOp<A> =
+    Box<dyn for<'c> Fn(&'c mut A, i32) -> BoxFuture<'c, slotted_core::Result<()>> + Send + Sync>;
+
+/// A diesel-async connection the benchmark runs on. What needs the concrete backend (Diesel's
+/// `ToSql` impls, the pool's manager) is stamped out per connection type.
+pub(crate) trait AsyncBench: AsyncCounterConnection + 'static {
+    /// Runs a hand-written statement, prepared once per connection as in the sync modes.
+    fn run<'c, S: 'static>(
+        conn: &'c mut Self,
+        statement: HandWritten<'c, S>,
+    ) -> BoxFuture<'c, QueryResult<usize>>;
+    /// The single-row counter's column, with Diesel's query builder (cached by type).
+    fn read_single(conn: &mut Self) -> BoxFuture<'_, QueryResult<i64>>;
+    /// A deadpool pool of diesel-async connections.
+    type Pool: Send + Sync;
+    /// One of its connections.
+    type Pooled: std::ops::DerefMut<Target = Self> + Send + 'static;
+    /// A pool of `size` connections, on SQLite with a busy timeout and WAL, as the sync
+    /// pool's. Called inside the runtime.
+    fn pool(url: &str, size: usize) -> Result<Self::Pool, BoxError>;
+    /// Closes the pool's idle connections (after a measurement: see `Bench::writers_pool`).
+    fn clear(pool: &Self::Pool);
+    /// A connection of the pool.
+    fn get(pool: &Self::Pool) -> BoxFuture<'_, Result<Self::Pooled, BoxError>>;
+}
+
+macro_rules! async_bench {
+    ($feature:literal, $conn:ty) => {
+        #[cfg(feature = $feature)]
+        impl AsyncBench for $conn {
+            fn run<'c, S: 'static>(
+                conn: &'c mut Self,
+                statement: HandWritten<'c, S>,
+            ) -> BoxFuture<'c, QueryResult<usize>> {
+                Box::pin(diesel_async::RunQueryDsl::execute(statement, conn))
+            }
+
+            fn read_single(conn: &mut Self) -> BoxFuture<'_, QueryResult<i64>> {
+                Box::pin(diesel_async::RunQueryDsl::first(
+                    bench_single::table.find(1).select(bench_single::count),
+                    conn,
+                ))
+            }
+
+            type Pool = Pool<$conn>;
+            type Pooled = diesel_async::pooled_connection::deadpool::Object<$conn>;
+
+            fn clear(pool: &Self::Pool) {
+                pool.retain(|_, _| false);
+            }
+
+            fn get(pool: &Self::Pool) -> BoxFuture<'_, Result<Self::Pooled, BoxError>> {
+                Box::pin(async move { Ok(pool.get().await?) })
+            }
+
+            fn pool(url: &str, size: usize) -> Result<Self::Pool, BoxError> {
+                let mut config = ManagerConfig::default();
+                config.custom_setup = Box::new(|url| {
+                    let url = url.to_owned();
+                    Box::pin(async move {
+                        let mut conn = <$conn as AsyncConnection>::establish(&url).await?;
+                        if $feature == "sqlite" {
+                            conn.batch_execute(
+                                "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; \
+                                 PRAGMA synchronous = NORMAL;",
+                            )
+                            .await
+                            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+                        }
+                        Ok(conn)
+                    })
+                });
+                let manager = AsyncDieselConnectionManager::<$conn>::new_with_config(url, config);
+                Ok(Pool::builder(manager).max_size(size).build()?)
+            }
+        }
+    };
+}
+
+async_bench!(
+    "sqlite",
+    diesel_async::sync_connection_wrapper::SyncConnectionWrapper<diesel::SqliteConnection>
+);
+async_bench!("postgres", diesel_async::AsyncPgConnection);
+async_bench!("mysql", diesel_async::AsyncMysqlConnection);
+
+/// The library's `increment_async` on `T`'s counter of record 1.
+pub(crate) fn slotted<A: AsyncBench, T: CounterTable<Key = i32>>() -> AsyncOp<A> {
+    Box::new(|conn, _| Box::pin(async move { Counter::<T>::of(1).increment_async(conn).await }))
+}
+
+/// The library's `increment_async` on the writer's own record of `T`.
+pub(crate) fn private<A: AsyncBench, T: CounterTable<Key = i32>>() -> AsyncOp<A> {
+    Box::new(|conn, writer| {
+        Box::pin(async move { Counter::<T>::of(writer).increment_async(conn).await })
+    })
+}
+
+/// The naive counter, prepared as the sync mode's.
+pub(crate) fn single_row<A: AsyncBench>() -> AsyncOp<A> {
+    Box::new(|conn, _| {
+        Box::pin(async move {
+            let binds = [Bind::Integer(1)];
+            A::run(
+                conn,
+                HandWritten::<super::SingleRow>::new(SINGLE_ROW, &binds),
+            )
+            .await?;
+            Ok(())
+        })
+    })
+}
+
+async fn event<A: AsyncBench>(conn: &mut A, writer: i32) -> QueryResult<usize> {
+    let binds = [Bind::Integer(writer)];
+    A::run(conn, HandWritten::<Event>::new(EVENT, &binds)).await
+}
+
+/// The async side of a run: a runtime of 2 workers and a deadpool pool.
+pub(crate) struct AsyncSide<A: AsyncBench> {
+    pub runtime: tokio::runtime::Runtime,
+    pub pool: A::Pool,
+}
+
+impl<A: AsyncBench> AsyncSide<A> {
+    /// `url` as Diesel's sync connections take it (`unix_socket=` for MySQL).
+    pub fn new(url: &str, size: usize) -> Result<Self, BoxError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let url = slotted_examples::anchors::MysqlUrl::for_mysql_async(url);
+        let pool = {
+            let _guard = runtime.enter();
+            A::pool(&url, size)?
+        };
+        Ok(AsyncSide { runtime, pool })
+    }
+
+    /// `writers` tasks, each with a pooled connection, run `op` for `opts.seconds` in `shape`;
+    /// `mode` resets the table and reads the totals before and after (on a sync connection).
+    pub fn measure<C: BenchConnection>(
+        &self,
+        sync_pool: &diesel::r2d2::Pool<diesel::r2d2::ConnectionManager<C>>,
+        mode: &Mode<C>,
+        op: &Arc<AsyncOp<A>>,
+        writers: u32,
+        shape: Shape,
+        opts: &super::Options,
+    ) -> Result<Run, BoxError> {
+        super::reset(&mut *sync_pool.get()?, mode)?;
+        let before = (mode.total)(&mut *sync_pool.get()?)?;
+        let hold = opts.hold;
+        let seconds = opts.seconds;
+        let tallies = self.runtime.block_on(async {
+            let stop = Arc::new(AtomicBool::new(false));
+            let barrier = Arc::new(tokio::sync::Barrier::new(writers as usize + 1));
+            let mut tasks = Vec::new();
+            for w in 0..writers as i32 {
+                let mut conn = A::get(&self.pool).await?;
+                let (stop, barrier, op) = (stop.clone(), barrier.clone(), op.clone());
+                tasks.push(tokio::spawn(async move {
+                    let conn: &mut A = &mut conn;
+                    let mut tally = Tally::default();
+                    barrier.wait().await;
+                    while !stop.load(Ordering::Relaxed) {
+                        let started = Instant::now();
+                        let result = match shape {
+                            Shape::Bare => op(conn, w).await,
+                            Shape::Business => {
+                                conn.transaction(async |conn| {
+                                    event(conn, w).await?;
+                                    op(conn, w).await?;
+                                    tokio::time::sleep(hold).await;
+                                    Ok::<(), slotted_core::Error>(())
+                                })
+                                .await
+                            }
+                        };
+                        match result {
+                            Ok(()) => {
+                                tally.committed += 1;
+                                tally
+                                    .latencies_ms
+                                    .push(started.elapsed().as_secs_f64() * 1e3);
+                            }
+                            Err(e) if retryable(&e) => tally.retries += 1,
+                            Err(_) => tally.errors += 1,
+                        }
+                    }
+                    tally
+                }));
+            }
+            barrier.wait().await;
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            stop.store(true, Ordering::Relaxed);
+            let mut tallies = Vec::new();
+            for task in tasks {
+                tallies.push(task.await?);
+            }
+            Ok::<_, BoxError>(tallies)
+        })?;
+        A::clear(&self.pool);
+        let after = (mode.total)(&mut *sync_pool.get()?)?;
+        super::summarize(
+            &format!("async {}", mode.name),
+            "async",
+            shape,
+            writers,
+            seconds,
+            tallies,
+            after - before,
+        )
+    }
+
+    /// Average time of an async call over `n` calls, in microseconds, on one pooled connection.
+    pub fn time_us(
+        &self,
+        n: i32,
+        op: impl for<'c> Fn(&'c mut A, i32) -> BoxFuture<'c, Result<(), BoxError>>,
+    ) -> Result<f64, BoxError> {
+        self.runtime.block_on(async {
+            let mut conn = A::get(&self.pool).await?;
+            let started = Instant::now();
+            for i in 0..n {
+                op(&mut conn, i).await?;
+            }
+            Ok(started.elapsed().as_secs_f64() * 1e6 / f64::from(n))
+        })
+    }
+
+    /// The same inside one transaction (see the sync comparison in `main`).
+    pub fn time_in_transaction_us(
+        &self,
+        n: i32,
+        op: impl for<'c> Fn(&'c mut A, i32) -> BoxFuture<'c, Result<(), BoxError>> + Send + Sync,
+    ) -> Result<f64, BoxError> {
+        self.runtime.block_on(async {
+            let mut conn = A::get(&self.pool).await?;
+            let conn: &mut A = &mut conn;
+            conn.transaction(async |conn| {
+                let started = Instant::now();
+                for i in 0..n {
+                    op(conn, i).await?;
+                }
+                Ok::<_, BoxError>(started.elapsed().as_secs_f64() * 1e6 / f64::from(n))
+            })
+            .await
+        })
+    }
+}
+
+/// The library's upsert for `T1`, slot 0, written by hand and prepared, on an async connection.
+pub(crate) fn hand_written_upsert<C: BenchConnection, A: AsyncBench>(
+    conn: &mut A,
+    key: i32,
+) -> BoxFuture<'_, QueryResult<usize>> {
+    Box::pin(async move {
+        let (slot, delta) = (Bind::SmallInt(0), Bind::BigInt(1));
+        let binds = [Bind::Integer(key), slot, delta, delta];
+        A::run(conn, HandWritten::<Upsert>::new(C::UPSERT, &binds)).await
+    })
+}

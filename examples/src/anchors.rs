@@ -1,0 +1,442 @@
+//! The contention benchmark's raw anchors: the same transactions as the library's, written in
+//! plain SQL and run by a raw client, so that a ratio below 1 against them is the library's cost
+//! and nothing else.
+//!
+//! - PostgreSQL: `pgbench -M prepared -j 2` (event-driven: two threads multiplex every
+//!   connection), with a custom script per counter;
+//! - MariaDB, threads: libmariadb's C API (the library under Diesel's `MysqlConnection`), one OS
+//!   thread per connection, text protocol;
+//! - MariaDB, tasks (feature `async`): `mysql_async` (the client under diesel-async), prepared
+//!   statements, one task per connection on the caller's tokio runtime.
+//!
+//! `mariadb-slap` cannot hold a transaction open on the client (its only pause is a server-side
+//! `DO SLEEP`, a fifth round trip), hence the raw programs.
+//!
+//! Every anchor works on the benchmark's own tables: `bench_single (id, count)`,
+//! `bench_private_hits_slots (record_id, slot, count)` and `bench_events (writer)`.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::BoxError;
+
+/// Which counter an anchor increments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// `UPDATE bench_single SET count = count + 1 WHERE id = 1`: one row for every writer.
+    SingleRow,
+    /// The upsert into `bench_private_hits_slots`, one record per writer: no row shared.
+    PrivateRow,
+}
+
+impl Target {
+    /// The anchor's name in the benchmark's tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::SingleRow => "single-row",
+            Target::PrivateRow => "private-row",
+        }
+    }
+}
+
+/// What a run of an anchor did.
+#[derive(Debug, Default)]
+pub struct Load {
+    /// Transactions (or bare statements) committed.
+    pub committed: u64,
+    /// Over how long, in seconds.
+    pub seconds: f64,
+    /// Every committed transaction's latency, when the client reports them; else empty.
+    pub latencies_ms: Vec<f64>,
+    /// pgbench's average latency, when that is all it reports.
+    pub average_ms: Option<f64>,
+    /// Failed transactions.
+    pub errors: u64,
+}
+
+/// The counter statement, `writer` standing for the writer's number (`:client_id` in pgbench,
+/// a literal in the text protocol, `?` in a prepared statement).
+fn counter_sql(target: Target, dialect_mysql: bool, writer: &str) -> String {
+    match (target, dialect_mysql) {
+        (Target::SingleRow, _) => "UPDATE bench_single SET count = count + 1 WHERE id = 1".into(),
+        (Target::PrivateRow, false) => format!(
+            "INSERT INTO bench_private_hits_slots (record_id, slot, count) VALUES ({writer}, 0, 1) \
+             ON CONFLICT (record_id, slot) DO UPDATE SET count = bench_private_hits_slots.count + excluded.count"
+        ),
+        (Target::PrivateRow, true) => format!(
+            "INSERT INTO bench_private_hits_slots (record_id, slot, count) VALUES ({writer}, 0, 1) \
+             ON DUPLICATE KEY UPDATE count = count + 1"
+        ),
+    }
+}
+
+fn event_sql(writer: &str) -> String {
+    format!("INSERT INTO bench_events (writer) VALUES ({writer})")
+}
+
+/// The pgbench script: the bare statement, or the business transaction (`BEGIN`, the event,
+/// the counter, a client-side pause of `hold`, `COMMIT`).
+pub fn pgbench_script(target: Target, hold: Option<Duration>) -> String {
+    let counter = counter_sql(target, false, ":client_id");
+    match hold {
+        None => format!("{counter};\n"),
+        Some(hold) => format!(
+            "BEGIN;\n{};\n{counter};\n\\sleep {} us\nCOMMIT;\n",
+            event_sql(":client_id"),
+            hold.as_micros()
+        ),
+    }
+}
+
+/// Runs `pgbench -n -M prepared -c writers -j 2 -T seconds` with [`pgbench_script`] against
+/// `url` (a libpq URI, such as `postgres:///test?host=/var/run/postgresql&user=postgres`).
+pub fn pgbench(
+    url: &str,
+    target: Target,
+    hold: Option<Duration>,
+    writers: u32,
+    seconds: f64,
+) -> Result<Load, BoxError> {
+    let script = std::env::temp_dir().join(format!(
+        "slotted-pgbench-{}-{}-{}.sql",
+        std::process::id(),
+        target.name(),
+        hold.map_or(0, |h| h.as_micros())
+    ));
+    std::fs::write(&script, pgbench_script(target, hold))?;
+    let output = Command::new("pgbench")
+        .args(["-n", "-M", "prepared", "-c", &writers.to_string()])
+        .args(["-j", &writers.min(2).to_string()])
+        .args(["-T", &(seconds.ceil().max(1.0) as u64).to_string()])
+        .arg("-f")
+        .arg(&script)
+        .arg(url)
+        .output()
+        .map_err(|e| format!("pgbench: {e} (is it installed?)"))?;
+    let _ = std::fs::remove_file(&script);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "pgbench failed: {}{}",
+            stdout,
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    let field = |prefix: &str| -> Option<f64> {
+        stdout.lines().find_map(|line| {
+            let rest = line.trim().strip_prefix(prefix)?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+    };
+    let committed = field("number of transactions actually processed:")
+        .ok_or_else(|| format!("pgbench printed no transaction count: {stdout}"))?;
+    let tps = field("tps =").ok_or_else(|| format!("pgbench printed no tps: {stdout}"))?;
+    Ok(Load {
+        committed: committed as u64,
+        seconds: committed / tps,
+        latencies_ms: Vec::new(),
+        average_ms: field("latency average ="),
+        errors: field("number of failed transactions:").unwrap_or(0.0) as u64,
+    })
+}
+
+/// Host, user, password, database and socket of a `mysql://user:pass@host:port/db?unix_socket=…`
+/// URL.
+#[derive(Debug, Clone, Default)]
+pub struct MysqlUrl {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: String,
+    pub database: String,
+    pub socket: Option<String>,
+}
+
+impl MysqlUrl {
+    pub fn parse(url: &str) -> Result<Self, BoxError> {
+        let rest = url
+            .strip_prefix("mysql://")
+            .ok_or_else(|| format!("not a mysql:// URL: {url}"))?;
+        let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (auth, hostdb) = main.rsplit_once('@').unwrap_or(("root", main));
+        let (user, password) = auth.split_once(':').unwrap_or((auth, ""));
+        let (hostport, database) = hostdb.split_once('/').unwrap_or((hostdb, ""));
+        let (host, port) = hostport.split_once(':').unwrap_or((hostport, "3306"));
+        let socket = query
+            .split('&')
+            .find_map(|kv| {
+                kv.strip_prefix("unix_socket=")
+                    .or(kv.strip_prefix("socket="))
+            })
+            .map(str::to_owned);
+        Ok(MysqlUrl {
+            host: host.to_owned(),
+            port: port.parse()?,
+            user: user.to_owned(),
+            password: password.to_owned(),
+            database: database.to_owned(),
+            socket,
+        })
+    }
+
+    /// The URL as `mysql_async` (hence diesel-async) reads it: `socket=`, not libmysqlclient's
+    /// (hence Diesel's) `unix_socket=`.
+    pub fn for_mysql_async(url: &str) -> String {
+        url.replace("unix_socket=", "socket=")
+    }
+}
+
+#[cfg(feature = "async")]
+mod raw_mysql {
+    //! libmariadb's C API, text protocol: the least a thread-per-connection client can do.
+
+    use std::ffi::{CStr, CString};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Barrier};
+    use std::time::{Duration, Instant};
+
+    use mysqlclient_sys as ffi;
+
+    use super::{counter_sql, event_sql, Load, MysqlUrl, Target};
+    use crate::BoxError;
+
+    /// One connection. `MYSQL*` is owned here and closed on drop.
+    struct Raw(*mut ffi::MYSQL);
+
+    // SAFETY: a MYSQL handle may move between threads; it is used by one thread at a time.
+    unsafe impl Send for Raw {}
+
+    impl Raw {
+        fn connect(url: &MysqlUrl) -> Result<Raw, BoxError> {
+            let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
+            let (host, user, password, db) = (
+                c(&url.host)?,
+                c(&url.user)?,
+                c(&url.password)?,
+                c(&url.database)?,
+            );
+            let socket = url.socket.as_deref().map(c).transpose()?;
+            // SAFETY: mysql_init(NULL) allocates a handle or returns NULL; every pointer passed
+            // to mysql_real_connect outlives the call.
+            unsafe {
+                let handle = ffi::mysql_init(std::ptr::null_mut());
+                if handle.is_null() {
+                    return Err("mysql_init: out of memory".into());
+                }
+                let raw = Raw(handle);
+                let connected = ffi::mysql_real_connect(
+                    handle,
+                    host.as_ptr(),
+                    user.as_ptr(),
+                    password.as_ptr(),
+                    db.as_ptr(),
+                    u32::from(url.port),
+                    socket.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+                    0,
+                );
+                if connected.is_null() {
+                    return Err(raw.error().into());
+                }
+                Ok(raw)
+            }
+        }
+
+        fn error(&self) -> String {
+            // SAFETY: mysql_error returns a NUL-terminated string owned by the handle.
+            unsafe { CStr::from_ptr(ffi::mysql_error(self.0)) }
+                .to_string_lossy()
+                .into_owned()
+        }
+
+        /// Runs a statement that returns no rows.
+        fn run(&mut self, sql: &str) -> Result<(), String> {
+            // SAFETY: the handle is connected; `sql` outlives the call.
+            let rc = unsafe {
+                ffi::mysql_real_query(self.0, sql.as_ptr().cast(), sql.len() as std::ffi::c_ulong)
+            };
+            if rc != 0 {
+                return Err(self.error());
+            }
+            // SAFETY: as above; a statement without rows gives NULL, freed or not.
+            unsafe {
+                let result = ffi::mysql_store_result(self.0);
+                if !result.is_null() {
+                    ffi::mysql_free_result(result);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    impl Drop for Raw {
+        fn drop(&mut self) {
+            // SAFETY: the handle came from mysql_init and is closed once.
+            unsafe { ffi::mysql_close(self.0) }
+        }
+    }
+
+    /// `writers` threads, one libmariadb connection each, for `seconds`.
+    pub fn threads(
+        url: &str,
+        target: Target,
+        hold: Option<Duration>,
+        writers: u32,
+        seconds: f64,
+    ) -> Result<Load, BoxError> {
+        let url = MysqlUrl::parse(url)?;
+        let conns = (0..writers)
+            .map(|_| Raw::connect(&url))
+            .collect::<Result<Vec<_>, _>>()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let barrier = Arc::new(Barrier::new(writers as usize + 1));
+        let tallies = std::thread::scope(|scope| {
+            let handles: Vec<_> = conns
+                .into_iter()
+                .enumerate()
+                .map(|(w, mut conn)| {
+                    let (stop, barrier) = (stop.clone(), barrier.clone());
+                    scope.spawn(move || {
+                        let (event, counter) = (
+                            event_sql(&w.to_string()),
+                            counter_sql(target, true, &w.to_string()),
+                        );
+                        let mut load = Load::default();
+                        barrier.wait();
+                        while !stop.load(Ordering::Relaxed) {
+                            let started = Instant::now();
+                            let result = match hold {
+                                None => conn.run(&counter),
+                                Some(hold) => (|| {
+                                    conn.run("BEGIN")?;
+                                    conn.run(&event)?;
+                                    conn.run(&counter)?;
+                                    std::thread::sleep(hold);
+                                    conn.run("COMMIT")
+                                })(),
+                            };
+                            match result {
+                                Ok(()) => {
+                                    load.committed += 1;
+                                    load.latencies_ms
+                                        .push(started.elapsed().as_secs_f64() * 1e3);
+                                }
+                                Err(_) => {
+                                    let _ = conn.run("ROLLBACK");
+                                    load.errors += 1;
+                                }
+                            }
+                        }
+                        load
+                    })
+                })
+                .collect();
+            barrier.wait();
+            std::thread::sleep(Duration::from_secs_f64(seconds));
+            stop.store(true, Ordering::Relaxed);
+            handles
+                .into_iter()
+                .map(|h| h.join().map_err(|_| "a raw writer panicked"))
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        Ok(super::merge(tallies, seconds))
+    }
+}
+
+#[cfg(feature = "async")]
+pub use raw_mysql::threads as libmariadb_threads;
+
+/// Sums the writers' loads.
+#[cfg(feature = "async")]
+fn merge(loads: Vec<Load>, seconds: f64) -> Load {
+    let mut all = Load {
+        seconds,
+        ..Load::default()
+    };
+    for load in loads {
+        all.committed += load.committed;
+        all.errors += load.errors;
+        all.latencies_ms.extend(load.latencies_ms);
+    }
+    all
+}
+
+/// `writers` tasks on the current tokio runtime, one `mysql_async` connection each, prepared
+/// statements, for `seconds`.
+#[cfg(feature = "async")]
+pub async fn mysql_async_tasks(
+    url: &str,
+    target: Target,
+    hold: Option<Duration>,
+    writers: u32,
+    seconds: f64,
+) -> Result<Load, BoxError> {
+    use mysql_async::prelude::Queryable;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    let opts = mysql_async::Opts::from_url(&MysqlUrl::for_mysql_async(url))?;
+    let mut conns = Vec::new();
+    for _ in 0..writers {
+        let mut conn = mysql_async::Conn::new(opts.clone()).await?;
+        let event = conn.prep(event_sql("?")).await?;
+        let counter = conn.prep(counter_sql(target, true, "?")).await?;
+        conns.push((conn, event, counter));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(tokio::sync::Barrier::new(writers as usize + 1));
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(w, (mut conn, event, counter))| {
+            let (stop, barrier) = (stop.clone(), barrier.clone());
+            tokio::spawn(async move {
+                let w = w as i32;
+                let counter_params = || match target {
+                    Target::SingleRow => mysql_async::Params::Empty,
+                    Target::PrivateRow => (w,).into(),
+                };
+                let mut load = Load::default();
+                barrier.wait().await;
+                while !stop.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let result = match hold {
+                        None => conn.exec_drop(&counter, counter_params()).await,
+                        Some(hold) => {
+                            async {
+                                conn.query_drop("BEGIN").await?;
+                                conn.exec_drop(&event, (w,)).await?;
+                                conn.exec_drop(&counter, counter_params()).await?;
+                                tokio::time::sleep(hold).await;
+                                conn.query_drop("COMMIT").await
+                            }
+                            .await
+                        }
+                    };
+                    match result {
+                        Ok(()) => {
+                            load.committed += 1;
+                            load.latencies_ms
+                                .push(started.elapsed().as_secs_f64() * 1e3);
+                        }
+                        Err(_) => {
+                            let _ = conn.query_drop("ROLLBACK").await;
+                            load.errors += 1;
+                        }
+                    }
+                }
+                let _ = conn.disconnect().await;
+                load
+            })
+        })
+        .collect();
+    barrier.wait().await;
+    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut loads = Vec::new();
+    for task in tasks {
+        loads.push(task.await?);
+    }
+    Ok(merge(loads, seconds))
+}
