@@ -382,7 +382,7 @@ fn counter(
         None => Some(DEFAULT_MAX_KEY_LENGTH),
     };
     let strategy = match &attr.strategy {
-        None => Some(Strategy::Thread),
+        None => Some(Strategy::Connection),
         Some(s) if s == "thread" => Some(Strategy::Thread),
         Some(s) if s == "random" => Some(Strategy::Random),
         Some(s) if s == "connection" => Some(Strategy::Connection),
@@ -390,8 +390,8 @@ fn counter(
             errors.at(
                 s,
                 format_args!("unknown slot strategy `{s}`"),
-                "`strategy = thread` (the default: a slot per live thread), `strategy = connection` \
-                 (a slot per database connection, chosen by the server) or `strategy = random`",
+                "`strategy = connection` (the default: a slot per database connection, chosen by the \
+                 server), `strategy = thread` (a slot per live thread) or `strategy = random`",
             );
             None
         }
@@ -489,7 +489,7 @@ fn counter(
         slots: slots.unwrap_or(1),
         table,
         max_key_length: max_key_length.unwrap_or(DEFAULT_MAX_KEY_LENGTH),
-        strategy: strategy.unwrap_or(Strategy::Thread),
+        strategy: strategy.unwrap_or(Strategy::Connection),
         bucket: bucket.flatten(),
         prefill: attr.prefill.is_some(),
         cache: attr.cache.clone(),

@@ -45,7 +45,7 @@ use proc_macro::TokenStream;
 /// | `slots` | yes | | 1 to 1,024 |
 /// | `table` | no | `{model table}_{counter}_slots` | an identifier, at most 63 characters |
 /// | `max_key_length` | no | 255 | `String` keys: 1 to 767, or 765 with `bucket` |
-/// | `strategy` | no | `thread` | `thread`, `random` |
+/// | `strategy` | no | `connection` | `connection`, `thread`, `random` |
 /// | `bucket` | no | none | `day`, `hour` |
 /// | `prefill` | no | off | a flag, no value |
 /// | `cache` | no | none | a `BigInt` column of the model's table |
@@ -96,9 +96,13 @@ use proc_macro::TokenStream;
 ///   pub struct Page { pub url: String }
 ///   ```
 ///
-/// * `strategy = random`: how a write picks its slot. Default: `thread`, the slot of the
-///   writing thread (a distinct one per live thread while there are no more threads than
-///   slots); `random` draws one per write.
+/// * `strategy = thread`: how a write picks its slot. Default: `connection`, a slot per
+///   database connection, chosen by the server (`pg_backend_pid() % slots`,
+///   `MOD(CONNECTION_ID(), …)`, node-aware on a Galera cluster), which holds for threads with an
+///   r2d2 pool, tasks with a bb8 or deadpool pool, several processes and several nodes; on
+///   SQLite it writes like `thread`. `thread` is the slot of the writing thread (a distinct one
+///   per live thread while there are no more threads than slots), which does not hold under
+///   async runtimes; `random` draws one per write. See `slotted_core::SlotStrategy`.
 ///
 ///   ```ignore
 ///   #[slotted(counter = views, slots = 64, strategy = random)]

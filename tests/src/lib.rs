@@ -24,10 +24,10 @@ pub mod models {
         }
     }
 
-    /// `i32` key, two counters: `likes` with the default (thread) strategy, `views` random.
+    /// `i32` key, two counters: `likes` with the thread strategy, `views` random.
     #[derive(Debug, Clone, Queryable, Identifiable, Insertable, SlottedCounter)]
     #[diesel(table_name = posts)]
-    #[slotted(counter = likes, slots = 16)]
+    #[slotted(counter = likes, slots = 16, strategy = thread)]
     #[slotted(counter = views, slots = 64, strategy = random)]
     pub struct Post {
         pub id: i32,

@@ -332,6 +332,7 @@ fn set_is_atomic_beside_writers_and_a_compactor<C: TestConnection>(test: &str) {
     let url = db.url.as_str();
     let figures = Figures::default();
     let stop = AtomicBool::new(false);
+    let setter_done = AtomicBool::new(false);
     let policy = RetryPolicy {
         max_retries: 100,
         ..RetryPolicy::default()
@@ -339,6 +340,7 @@ fn set_is_atomic_beside_writers_and_a_compactor<C: TestConnection>(test: &str) {
     let deadline = Instant::now() + RANDOMIZED_RUN;
     let (deltas, sets, failures) = std::thread::scope(|scope| {
         let (figures, stop, policy) = (&figures, &stop, &policy);
+        let setter_done = &setter_done;
         let compactor = scope.spawn(move || {
             let mut conn = C::open(url);
             while !stop.load(Ordering::Acquire) {
@@ -401,6 +403,7 @@ fn set_is_atomic_beside_writers_and_a_compactor<C: TestConnection>(test: &str) {
                     Err(e) => failures.push(format!("set({value}): {e}")),
                 }
             }
+            setter_done.store(true, Ordering::Release);
             (sets, failures)
         });
         let writers: Vec<_> = (0..WRITERS)
@@ -410,7 +413,14 @@ fn set_is_atomic_beside_writers_and_a_compactor<C: TestConnection>(test: &str) {
                     let mut dice = Dice(0x9E37_79B9_7F4A_7C15 ^ (w + 1));
                     let mut deltas: Vec<(i64, i64)> = Vec::new();
                     let mut failures: Vec<String> = Vec::new();
-                    while Instant::now() < deadline {
+                    // Until the deadline, and past it until the setter is done and this writer
+                    // has committed once after that: on a loaded machine a set can outlast the
+                    // setter's 500 ms head start, and the final check needs commits after it.
+                    let mut after_setter = 0;
+                    while Instant::now() < deadline || after_setter < 1 {
+                        if setter_done.load(Ordering::Acquire) {
+                            after_setter += 1;
+                        }
                         let delta = if dice.below(2) == 0 { 1 } else { -1 };
                         let done = transaction_with_retry(&mut conn, policy, |conn| {
                             Post::likes_of(1).add(delta, conn)?;

@@ -2,7 +2,7 @@
     "expected `=` after `counter`\n\nhelp: the correct format looks like `#[slotted(counter = likes, slots = 16)]`"
 }
 ::core::compile_error! {
-    "unknown slot strategy `fastest`\n\nhelp: `strategy = thread` (the default: a slot per live thread), `strategy = connection` (a slot per database connection, chosen by the server) or `strategy = random`"
+    "unknown slot strategy `fastest`\n\nhelp: `strategy = connection` (the default: a slot per database connection, chosen by the server), `strategy = thread` (a slot per live thread) or `strategy = random`"
 }
 ::core::compile_error! {
     "table name `r#type` must be ASCII letters, digits and `_`\n\nhelp: e.g. `table = post_likes_slots`"
@@ -22,7 +22,7 @@ impl ::slotted_core::CounterTable for posts_views_slots::table {
         counter: "views",
         table: "posts_views_slots",
         slots: 8u16,
-        strategy: ::slotted_core::SlotStrategy::Thread,
+        strategy: ::slotted_core::SlotStrategy::Connection,
         key: ::slotted_core::KeyKind::Integer,
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Table,

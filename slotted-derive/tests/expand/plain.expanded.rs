@@ -13,7 +13,7 @@ impl ::slotted_core::CounterTable for posts_likes_slots::table {
         counter: "likes",
         table: "posts_likes_slots",
         slots: 16u16,
-        strategy: ::slotted_core::SlotStrategy::Thread,
+        strategy: ::slotted_core::SlotStrategy::Connection,
         key: ::slotted_core::KeyKind::Integer,
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Table,

@@ -13,7 +13,7 @@ impl ::slotted_core::CounterTable for match_goals_slots::table {
         counter: "goals",
         table: "match_goals_slots",
         slots: 8u16,
-        strategy: ::slotted_core::SlotStrategy::Thread,
+        strategy: ::slotted_core::SlotStrategy::Connection,
         key: ::slotted_core::KeyKind::Integer,
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Table,
@@ -79,7 +79,7 @@ impl ::slotted_core::CounterTable for match_fouls::counter {
         counter: "fouls",
         table: ::slotted_core::SHARED_TABLE,
         slots: 2u16,
-        strategy: ::slotted_core::SlotStrategy::Thread,
+        strategy: ::slotted_core::SlotStrategy::Connection,
         key: ::slotted_core::KeyKind::Integer,
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Shared {
