@@ -98,9 +98,6 @@ pub(crate) async fn sum<T: CounterTable, E: Exec>(
                 .await
         }
     };
-    if matches!(rows, Err(diesel::result::Error::DatabaseError(..))) {
-        exec.after_failed_read();
-    }
     match rows {
         Ok(rows) => parse_total(spec, key, rows.into_iter().next().and_then(|s| s.0)),
         Err(e) => Err(sum_error::<E::Backend, _>(spec, key, e)),

@@ -65,9 +65,6 @@ async fn write_chunk<E: Exec>(
     let fail = |e| (database_error(spec, e), false);
     if chunk.in_doubt && !core.faults.skip_lookup.load(Ordering::Relaxed) {
         let found = exec.load::<_, FlushId>(FindFlush(&chunk.id)).await;
-        if matches!(found, Err(DieselError::DatabaseError(..))) {
-            exec.after_failed_read();
-        }
         if !found.map_err(fail)?.is_empty() {
             return Ok(());
         }

@@ -16,7 +16,6 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
-use diesel::result::Error as DieselError;
 use diesel::sql_types::Untyped;
 use diesel::QueryResult;
 
@@ -59,8 +58,9 @@ pub(crate) trait Exec: Send {
     fn in_transaction(&mut self) -> bool;
     /// Waits before a retry.
     fn pause(&mut self, pause: Duration) -> BoxFuture<'_, ()>;
-    /// After a read failed: on sync MySQL, forgets the connection's prepared statements (see
-    /// `exec::sync`). Nothing elsewhere.
+    /// After a retryable error (a read of the transaction's may have failed mid-result): on
+    /// sync MySQL, forgets the connection's prepared statements (see `exec::sync`, whose `load`
+    /// does the same after its own failed reads). Nothing elsewhere.
     fn after_failed_read(&mut self) {}
 }
 
@@ -80,7 +80,7 @@ where
     fn strip<K, R>(rows: Vec<Keyed<K, R>>) -> Vec<R> {
         rows.into_iter().map(|Keyed(row, _)| row).collect()
     }
-    let rows = match kind {
+    match kind {
         KeyKind::Integer => exec
             .load::<_, Keyed<IntegerKey, R>>(statement)
             .await
@@ -93,11 +93,7 @@ where
             .load::<_, Keyed<TextKey, R>>(statement)
             .await
             .map(strip),
-    };
-    if matches!(rows, Err(DieselError::DatabaseError(..))) {
-        exec.after_failed_read();
     }
-    rows
 }
 
 /// Runs `$body` (an expression giving a future that uses `$exec`, evaluated again for each

@@ -56,7 +56,11 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
         S: Statement<Self::Backend> + 'a,
         U: QueryableByName<Self::Backend> + Send + 'static,
     {
-        Box::pin(ready(Run(statement).load::<U>(self.0)))
+        let rows = Run(statement).load::<U>(self.0);
+        if matches!(rows, Err(diesel::result::Error::DatabaseError(..))) {
+            self.after_failed_read();
+        }
+        Box::pin(ready(rows))
     }
 
     fn begin(&mut self) -> BoxFuture<'_, QueryResult<()>> {
