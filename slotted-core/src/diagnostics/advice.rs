@@ -48,24 +48,8 @@ pub(super) fn advise(table: &TableReport) -> Vec<Advice> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnostics::tests::SPEC;
     use crate::diagnostics::LockWait;
-    use crate::key::KeyKind;
-    use crate::slot::SlotStrategy;
-    use crate::table::{CounterSpec, Storage};
-
-    const SPEC: CounterSpec = CounterSpec {
-        model: "Post",
-        counter: "likes",
-        table: "posts_likes_slots",
-        slots: 16,
-        strategy: SlotStrategy::Thread,
-        key: KeyKind::Integer,
-        max_key_length: 255,
-        storage: Storage::Table,
-        bucket: None,
-        prefill: false,
-        cache: None,
-    };
 
     fn table(rows: u64, compactable: u64, max: u64, waits: Vec<LockWait>) -> TableReport {
         TableReport {

@@ -367,3 +367,25 @@ where
         advice: Vec::new(),
     })
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::key::KeyKind;
+    use crate::slot::SlotStrategy;
+    use crate::table::{CounterSpec, Storage};
+
+    /// The counter the diagnostics' unit tests describe: `Post.likes`, 16 slots, an `i32` key.
+    pub(crate) const SPEC: CounterSpec = CounterSpec {
+        model: "Post",
+        counter: "likes",
+        table: "posts_likes_slots",
+        slots: 16,
+        strategy: SlotStrategy::Thread,
+        key: KeyKind::Integer,
+        max_key_length: 255,
+        storage: Storage::Table,
+        bucket: None,
+        prefill: false,
+        cache: None,
+    };
+}

@@ -228,22 +228,8 @@ fn split_lock_data(data: &str) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnostics::tests::SPEC;
     use crate::key::KeyKind;
-    use crate::slot::SlotStrategy;
-
-    const SPEC: CounterSpec = CounterSpec {
-        model: "Post",
-        counter: "likes",
-        table: "posts_likes_slots",
-        slots: 16,
-        strategy: SlotStrategy::Thread,
-        key: KeyKind::Integer,
-        max_key_length: 255,
-        storage: Storage::Table,
-        bucket: None,
-        prefill: false,
-        cache: None,
-    };
 
     #[test]
     fn innodb_lock_data_gives_the_row() {
