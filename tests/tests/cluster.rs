@@ -218,6 +218,29 @@ mod galera {
         .unwrap();
         assert_eq!(done.retries, 1, "aborted once, committed on the rerun");
         assert_eq!(cluster.same_everywhere("after the retry", totals), (4, 100));
+
+        // The conflict found at the helper's own COMMIT (a prepared statement on MySQL): the
+        // attempt is rolled back, Diesel's transaction state is clean, and the rerun commits.
+        let mut first = true;
+        let done = transaction_with_retry(&mut a, &RetryPolicy::default(), |a| {
+            Post::likes_of(1).increment(a)?;
+            if std::mem::take(&mut first) {
+                Post::likes_of(1).increment(&mut b)?;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        assert_eq!(
+            done.retries, 1,
+            "aborted at COMMIT once, committed on the rerun"
+        );
+        assert_eq!(
+            cluster.same_everywhere("after a COMMIT retry", totals),
+            (6, 100)
+        );
+        a.transaction(|a| Post::views_of(1).increment(a)).unwrap();
+        assert_eq!(cluster.same_everywhere("Diesel's own", totals), (6, 101));
     }
 
     /// `strategy = connection` on a cluster: each node writes only its own slots (node `k` of

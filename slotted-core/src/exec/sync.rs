@@ -6,12 +6,19 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use diesel::connection::{LoadConnection, TransactionManager};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use diesel::connection::{
+    LoadConnection, TransactionDepthChange, TransactionManager, TransactionManagerStatus,
+};
 use diesel::deserialize::QueryableByName;
+use diesel::result::Error;
 use diesel::{QueryResult, RunQueryDsl};
 
 use super::{BoxFuture, Exec, Run, Statement};
 use crate::dialect::{CounterBackend, Dialect};
+use crate::sql::transaction::{Begin, Commit};
 
 /// A connection whose backend slotted supports: `SqliteConnection`, `PgConnection`,
 /// `MysqlConnection`, and r2d2's `PooledConnection`s of them.
@@ -63,12 +70,23 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
         Box::pin(ready(rows))
     }
 
+    /// On MySQL and MariaDB a top-level `BEGIN` is a prepared statement (see [`begin_prepared`]);
+    /// elsewhere, and for a savepoint, Diesel's transaction manager runs it.
     fn begin(&mut self) -> BoxFuture<'_, QueryResult<()>> {
-        Box::pin(ready(C::TransactionManager::begin_transaction(self.0)))
+        Box::pin(ready(match C::Backend::DIALECT {
+            Dialect::Mysql => begin_prepared(self.0),
+            Dialect::Postgres | Dialect::Sqlite => C::TransactionManager::begin_transaction(self.0),
+        }))
     }
 
+    /// As [`SyncExec::begin`]: a top-level `COMMIT` on MySQL is prepared ([`commit_prepared`]).
     fn commit(&mut self) -> BoxFuture<'_, QueryResult<()>> {
-        Box::pin(ready(C::TransactionManager::commit_transaction(self.0)))
+        Box::pin(ready(match C::Backend::DIALECT {
+            Dialect::Mysql => commit_prepared(self.0),
+            Dialect::Postgres | Dialect::Sqlite => {
+                C::TransactionManager::commit_transaction(self.0)
+            }
+        }))
     }
 
     fn rollback(&mut self) -> BoxFuture<'_, QueryResult<()>> {
@@ -101,6 +119,84 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
         if C::Backend::DIALECT == Dialect::Mysql {
             forget_statements(self.0);
         }
+    }
+}
+
+/// Opens a transaction with a prepared `BEGIN` (one round trip; Diesel's `batch_execute` takes
+/// three on `MysqlConnection`, see [`crate::sql::transaction`]) and records it in Diesel's
+/// transaction manager, so that `conn.transaction` inside it makes a savepoint and Diesel's own
+/// calls after it see no transaction. Inside an open transaction, Diesel makes the savepoint.
+///
+/// Diesel's instrumentation sees the statements `BEGIN` and `COMMIT` as queries, not as
+/// transaction events.
+fn begin_prepared<C: CounterConnection>(conn: &mut C) -> QueryResult<()> {
+    if C::TransactionManager::transaction_manager_status_mut(conn)
+        .transaction_depth()?
+        .is_some()
+    {
+        return C::TransactionManager::begin_transaction(conn);
+    }
+    if !PREPARED_BEGIN_REFUSED.load(Ordering::Relaxed) {
+        match Run(Begin).execute(conn) {
+            Ok(_) => return change_depth(conn, TransactionDepthChange::IncreaseDepth),
+            Err(e) if refused_as_prepared(&e) => {
+                PREPARED_BEGIN_REFUSED.store(true, Ordering::Relaxed);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    C::TransactionManager::begin_transaction(conn)
+}
+
+/// Set once a server refused `BEGIN` as a prepared statement: MariaDB prepares it, MySQL may
+/// not (`ER_UNSUPPORTED_PS`). From then on this process opens MySQL transactions Diesel's way;
+/// that costs round trips, never correctness.
+static PREPARED_BEGIN_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// MySQL's 1295, `ER_UNSUPPORTED_PS`: nothing ran.
+fn refused_as_prepared(e: &Error) -> bool {
+    matches!(e, Error::DatabaseError(_, info)
+        if info.message().contains("not supported in the prepared statement protocol"))
+}
+
+/// Commits the transaction [`begin_prepared`] opened with a prepared `COMMIT`, as Diesel's
+/// `AnsiTransactionManager::commit_transaction` does with its own: when it fails (a Galera
+/// certification conflict, a lost connection), it rolls back and returns the commit's error,
+/// or both errors if the rollback fails too, marking the transaction manager broken. A
+/// savepoint's release, or a commit with no transaction open, is Diesel's.
+fn commit_prepared<C: CounterConnection>(conn: &mut C) -> QueryResult<()> {
+    let status = C::TransactionManager::transaction_manager_status_mut(conn);
+    if status.transaction_depth()?.map(NonZeroU32::get) != Some(1) {
+        return C::TransactionManager::commit_transaction(conn);
+    }
+    match Run(Commit).execute(conn) {
+        Err(e) if refused_as_prepared(&e) => C::TransactionManager::commit_transaction(conn),
+        Ok(_) => match change_depth(conn, TransactionDepthChange::DecreaseDepth) {
+            // The connection may have noticed the transaction's end itself, as Diesel allows.
+            Err(Error::NotInTransaction) => Ok(()),
+            other => other,
+        },
+        Err(commit_error) => match C::TransactionManager::rollback_transaction(conn) {
+            Ok(()) => Err(commit_error),
+            Err(rollback_error) => {
+                C::TransactionManager::transaction_manager_status_mut(conn).set_in_error();
+                Err(Error::RollbackErrorOnCommit {
+                    rollback_error: Box::new(rollback_error),
+                    commit_error: Box::new(commit_error),
+                })
+            }
+        },
+    }
+}
+
+/// Records a `BEGIN` or `COMMIT` that [`begin_prepared`] or [`commit_prepared`] ran.
+fn change_depth<C: CounterConnection>(
+    conn: &mut C,
+    change: TransactionDepthChange,
+) -> QueryResult<()> {
+    match C::TransactionManager::transaction_manager_status_mut(conn) {
+        TransactionManagerStatus::Valid(status) => status.change_transaction_depth(change),
+        TransactionManagerStatus::InError => Err(Error::BrokenTransactionManager),
     }
 }
 

@@ -7,6 +7,7 @@
 //!   upsert of a buffer flush.
 //! - [`flush`]: the buffer's flush log, which makes a flush exactly-once.
 //! - [`read`]: totals, pages of keys.
+//! - [`transaction`]: `BEGIN` and `COMMIT` as prepared statements (the sync face on MySQL).
 //! - [`maintenance`]: the locking read, the row-exact `DELETE`/`UPDATE`/`INSERT` of a fold, the
 //!   cache roll-up, retention.
 //!
@@ -15,6 +16,7 @@
 pub(crate) mod flush;
 pub(crate) mod maintenance;
 pub(crate) mod read;
+pub(crate) mod transaction;
 pub(crate) mod write;
 
 use std::marker::PhantomData;
