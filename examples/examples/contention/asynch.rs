@@ -239,42 +239,60 @@ impl<A: AsyncBench> AsyncSide<A> {
         )
     }
 
-    /// Average time of an async call over `n` calls, in microseconds, on one pooled connection.
-    pub fn time_us(
+    /// The async [`crate::interleaved_samples`]: calls `ops` in turn, `n` times each, on one
+    /// pooled connection (inside one transaction if `in_transaction`), timing every call alone.
+    pub fn interleaved_samples(
         &self,
         n: i32,
-        op: impl for<'c> Fn(&'c mut A, i32) -> BoxFuture<'c, Result<(), BoxError>>,
-    ) -> Result<f64, BoxError> {
-        self.runtime.block_on(async {
-            let mut conn = A::get(&self.pool).await?;
-            let started = Instant::now();
+        in_transaction: bool,
+        ops: &[TimedOp<'_, A>],
+    ) -> Result<Vec<Vec<f64>>, BoxError> {
+        async fn calls<A>(
+            conn: &mut A,
+            n: i32,
+            ops: &[TimedOp<'_, A>],
+        ) -> Result<Vec<Vec<f64>>, BoxError> {
+            let mut samples = vec![Vec::with_capacity(n.max(0) as usize); ops.len()];
             for i in 0..n {
-                op(&mut conn, i).await?;
+                for (op, samples) in ops.iter().zip(&mut samples) {
+                    let started = Instant::now();
+                    op(conn, i).await?;
+                    samples.push(started.elapsed().as_secs_f64() * 1e6);
+                }
             }
-            Ok(started.elapsed().as_secs_f64() * 1e6 / f64::from(n))
-        })
-    }
-
-    /// The same inside one transaction (see the sync comparison in `main`).
-    pub fn time_in_transaction_us(
-        &self,
-        n: i32,
-        op: impl for<'c> Fn(&'c mut A, i32) -> BoxFuture<'c, Result<(), BoxError>> + Send + Sync,
-    ) -> Result<f64, BoxError> {
+            Ok(samples)
+        }
         self.runtime.block_on(async {
             let mut conn = A::get(&self.pool).await?;
             let conn: &mut A = &mut conn;
-            conn.transaction(async |conn| {
-                let started = Instant::now();
-                for i in 0..n {
-                    op(conn, i).await?;
-                }
-                Ok::<_, BoxError>(started.elapsed().as_secs_f64() * 1e6 / f64::from(n))
-            })
-            .await
+            if in_transaction {
+                conn.transaction(async |conn| calls(conn, n, ops).await)
+                    .await
+            } else {
+                calls(conn, n, ops).await
+            }
         })
     }
+
+    /// [`Self::interleaved_samples`] over `warm + n` calls, outside a transaction; per op, the
+    /// median of the last `n`.
+    pub fn interleaved_us(
+        &self,
+        warm: i32,
+        n: i32,
+        ops: &[TimedOp<'_, A>],
+    ) -> Result<Vec<f64>, BoxError> {
+        let samples = self.interleaved_samples(warm + n, false, ops)?;
+        Ok(samples
+            .into_iter()
+            .map(|s| crate::median(s[warm as usize..].to_vec()))
+            .collect())
+    }
 }
+
+/// One timed operation on an async connection, given the call's index.
+pub type TimedOp<'a, A> =
+    &'a (dyn for<'c> Fn(&'c mut A, i32) -> BoxFuture<'c, Result<(), BoxError>> + Send + Sync);
 
 /// The library's upsert for `T1`, slot 0, written by hand and prepared, on an async connection.
 pub(crate) fn hand_written_upsert<C: BenchConnection, A: AsyncBench>(
