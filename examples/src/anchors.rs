@@ -361,58 +361,51 @@ fn merge(loads: Vec<Load>, seconds: f64) -> Load {
     all
 }
 
-/// `writers` tasks on the current tokio runtime, one `mysql_async` connection each, prepared
-/// statements, for `seconds`.
+/// One raw async client's connection, prepared for the benchmark's statements.
 #[cfg(feature = "async")]
-pub async fn mysql_async_tasks(
-    url: &str,
-    target: Target,
+trait RawTask: Send + 'static {
+    type Error: Send;
+    /// The counter statement alone.
+    fn bare(&mut self, w: i32)
+        -> impl std::future::Future<Output = Result<(), Self::Error>> + Send;
+    /// `BEGIN`, the event, the counter, `tokio::time::sleep(hold)`, `COMMIT`.
+    fn business(
+        &mut self,
+        w: i32,
+        hold: Duration,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send;
+    /// After a failed transaction.
+    fn rollback(&mut self) -> impl std::future::Future<Output = ()> + Send;
+}
+
+/// Runs one task per connection on the current tokio runtime for `seconds`, each running
+/// transactions back to back.
+#[cfg(feature = "async")]
+async fn run_tasks<T: RawTask>(
+    conns: Vec<T>,
     hold: Option<Duration>,
-    writers: u32,
     seconds: f64,
 ) -> Result<Load, BoxError> {
-    use mysql_async::prelude::Queryable;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use std::time::Instant;
 
-    let opts = mysql_async::Opts::from_url(&MysqlUrl::for_mysql_async(url))?;
-    let mut conns = Vec::new();
-    for _ in 0..writers {
-        let mut conn = mysql_async::Conn::new(opts.clone()).await?;
-        let event = conn.prep(event_sql("?")).await?;
-        let counter = conn.prep(counter_sql(target, true, "?")).await?;
-        conns.push((conn, event, counter));
-    }
     let stop = Arc::new(AtomicBool::new(false));
-    let barrier = Arc::new(tokio::sync::Barrier::new(writers as usize + 1));
+    let barrier = Arc::new(tokio::sync::Barrier::new(conns.len() + 1));
     let tasks: Vec<_> = conns
         .into_iter()
         .enumerate()
-        .map(|(w, (mut conn, event, counter))| {
+        .map(|(w, mut conn)| {
             let (stop, barrier) = (stop.clone(), barrier.clone());
             tokio::spawn(async move {
                 let w = w as i32;
-                let counter_params = || match target {
-                    Target::SingleRow => mysql_async::Params::Empty,
-                    Target::PrivateRow => (w,).into(),
-                };
                 let mut load = Load::default();
                 barrier.wait().await;
                 while !stop.load(Ordering::Relaxed) {
                     let started = Instant::now();
                     let result = match hold {
-                        None => conn.exec_drop(&counter, counter_params()).await,
-                        Some(hold) => {
-                            async {
-                                conn.query_drop("BEGIN").await?;
-                                conn.exec_drop(&event, (w,)).await?;
-                                conn.exec_drop(&counter, counter_params()).await?;
-                                tokio::time::sleep(hold).await;
-                                conn.query_drop("COMMIT").await
-                            }
-                            .await
-                        }
+                        None => conn.bare(w).await,
+                        Some(hold) => conn.business(w, hold).await,
                     };
                     match result {
                         Ok(()) => {
@@ -421,12 +414,11 @@ pub async fn mysql_async_tasks(
                                 .push(started.elapsed().as_secs_f64() * 1e3);
                         }
                         Err(_) => {
-                            let _ = conn.query_drop("ROLLBACK").await;
+                            conn.rollback().await;
                             load.errors += 1;
                         }
                     }
                 }
-                let _ = conn.disconnect().await;
                 load
             })
         })
@@ -439,4 +431,123 @@ pub async fn mysql_async_tasks(
         loads.push(task.await?);
     }
     Ok(merge(loads, seconds))
+}
+
+/// `writers` tasks on the current tokio runtime, one `mysql_async` connection each, prepared
+/// statements, for `seconds`.
+#[cfg(feature = "async")]
+pub async fn mysql_async_tasks(
+    url: &str,
+    target: Target,
+    hold: Option<Duration>,
+    writers: u32,
+    seconds: f64,
+) -> Result<Load, BoxError> {
+    use mysql_async::prelude::Queryable;
+
+    struct Task {
+        conn: mysql_async::Conn,
+        event: mysql_async::Statement,
+        counter: mysql_async::Statement,
+        target: Target,
+    }
+    impl Task {
+        fn counter_params(&self, w: i32) -> mysql_async::Params {
+            match self.target {
+                Target::SingleRow => mysql_async::Params::Empty,
+                Target::PrivateRow => (w,).into(),
+            }
+        }
+    }
+    impl RawTask for Task {
+        type Error = mysql_async::Error;
+        async fn bare(&mut self, w: i32) -> Result<(), Self::Error> {
+            let params = self.counter_params(w);
+            self.conn.exec_drop(&self.counter, params).await
+        }
+        async fn business(&mut self, w: i32, hold: Duration) -> Result<(), Self::Error> {
+            let params = self.counter_params(w);
+            self.conn.query_drop("BEGIN").await?;
+            self.conn.exec_drop(&self.event, (w,)).await?;
+            self.conn.exec_drop(&self.counter, params).await?;
+            tokio::time::sleep(hold).await;
+            self.conn.query_drop("COMMIT").await
+        }
+        async fn rollback(&mut self) {
+            let _ = self.conn.query_drop("ROLLBACK").await;
+        }
+    }
+
+    let opts = mysql_async::Opts::from_url(&MysqlUrl::for_mysql_async(url))?;
+    let mut conns = Vec::new();
+    for _ in 0..writers {
+        let mut conn = mysql_async::Conn::new(opts.clone()).await?;
+        let event = conn.prep(event_sql("?")).await?;
+        let counter = conn.prep(counter_sql(target, true, "?")).await?;
+        conns.push(Task {
+            conn,
+            event,
+            counter,
+            target,
+        });
+    }
+    run_tasks(conns, hold, seconds).await
+}
+
+/// `writers` tasks on the current tokio runtime, one `tokio-postgres` connection each (the
+/// client under diesel-async's `AsyncPgConnection`), prepared statements, for `seconds`: the
+/// async face's raw client on the same runtime and timer.
+#[cfg(all(feature = "async", feature = "postgres"))]
+pub async fn tokio_postgres_tasks(
+    url: &str,
+    target: Target,
+    hold: Option<Duration>,
+    writers: u32,
+    seconds: f64,
+) -> Result<Load, BoxError> {
+    struct Task {
+        client: tokio_postgres::Client,
+        event: tokio_postgres::Statement,
+        counter: tokio_postgres::Statement,
+        target: Target,
+    }
+    impl Task {
+        async fn counter(&self, w: i32) -> Result<u64, tokio_postgres::Error> {
+            match self.target {
+                Target::SingleRow => self.client.execute(&self.counter, &[]).await,
+                Target::PrivateRow => self.client.execute(&self.counter, &[&w]).await,
+            }
+        }
+    }
+    impl RawTask for Task {
+        type Error = tokio_postgres::Error;
+        async fn bare(&mut self, w: i32) -> Result<(), Self::Error> {
+            self.counter(w).await.map(drop)
+        }
+        async fn business(&mut self, w: i32, hold: Duration) -> Result<(), Self::Error> {
+            self.client.batch_execute("BEGIN").await?;
+            self.client.execute(&self.event, &[&w]).await?;
+            self.counter(w).await?;
+            tokio::time::sleep(hold).await;
+            self.client.batch_execute("COMMIT").await
+        }
+        async fn rollback(&mut self) {
+            let _ = self.client.batch_execute("ROLLBACK").await;
+        }
+    }
+
+    let mut conns = Vec::new();
+    for _ in 0..writers {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
+        let event = client.prepare(&event_sql("$1")).await?;
+        let counter = client.prepare(&counter_sql(target, false, "$1")).await?;
+        conns.push(Task {
+            client,
+            event,
+            counter,
+            target,
+        });
+    }
+    run_tasks(conns, hold, seconds).await
 }

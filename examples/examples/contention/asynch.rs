@@ -146,6 +146,9 @@ async fn event<A: AsyncBench>(conn: &mut A, writer: i32) -> QueryResult<usize> {
 pub(crate) struct AsyncSide<A: AsyncBench> {
     pub runtime: tokio::runtime::Runtime,
     pub pool: A::Pool,
+    /// What the async business transactions pass to `tokio::time::sleep` (see
+    /// [`Self::calibrate`]); the raw async anchors too.
+    pub hold: Duration,
 }
 
 impl<A: AsyncBench> AsyncSide<A> {
@@ -160,7 +163,11 @@ impl<A: AsyncBench> AsyncSide<A> {
             let _guard = runtime.enter();
             A::pool(&url, size)?
         };
-        Ok(AsyncSide { runtime, pool })
+        Ok(AsyncSide {
+            runtime,
+            pool,
+            hold: Duration::ZERO,
+        })
     }
 
     /// `writers` tasks, each with a pooled connection, run `op` for `opts.seconds` in `shape`;
@@ -176,7 +183,7 @@ impl<A: AsyncBench> AsyncSide<A> {
     ) -> Result<Run, BoxError> {
         super::reset(&mut *sync_pool.get()?, mode)?;
         let before = (mode.total)(&mut *sync_pool.get()?)?;
-        let hold = opts.hold;
+        let hold = self.hold;
         let seconds = opts.seconds;
         let tallies = self.runtime.block_on(async {
             let stop = Arc::new(AtomicBool::new(false));
@@ -237,6 +244,43 @@ impl<A: AsyncBench> AsyncSide<A> {
             tallies,
             after - before,
         )
+    }
+
+    /// Chooses the `tokio::time::sleep` duration whose median lasts closest to `lasts_ms` (the
+    /// thread's hold, as `std::thread::sleep` keeps it), trying `hold` and shorter ones in
+    /// 100 µs steps: tokio's timer fires on millisecond ticks, so that a sleep of 2 ms lasts
+    /// about 3, and the async transactions would otherwise hold their locks half as long again
+    /// as the sync ones and pgbench's. Returns the chosen duration's median, in milliseconds.
+    pub fn calibrate(&mut self, hold: Duration, lasts_ms: f64) -> f64 {
+        let step = Duration::from_micros(100);
+        let mut best = (f64::INFINITY, hold, f64::NAN);
+        let mut candidate = hold;
+        loop {
+            let lasts = self.hold_ms(candidate, 30);
+            if (lasts - lasts_ms).abs() < best.0 {
+                best = ((lasts - lasts_ms).abs(), candidate, lasts);
+            }
+            if candidate < step || lasts < lasts_ms - 0.5 {
+                break;
+            }
+            candidate -= step;
+        }
+        self.hold = best.1;
+        self.hold_ms(self.hold, 100)
+    }
+
+    /// The median time `tokio::time::sleep(hold)` takes on this runtime over `n` sleeps, in
+    /// milliseconds.
+    pub fn hold_ms(&self, hold: Duration, n: usize) -> f64 {
+        crate::median(self.runtime.block_on(async {
+            let mut times = Vec::with_capacity(n);
+            for _ in 0..n {
+                let started = Instant::now();
+                tokio::time::sleep(hold).await;
+                times.push(started.elapsed().as_secs_f64() * 1e3);
+            }
+            times
+        }))
     }
 
     /// The async [`crate::interleaved_samples`]: calls `ops` in turn, `n` times each, on one

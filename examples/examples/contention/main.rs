@@ -930,8 +930,8 @@ impl<C: BenchConnection> Bench<'_, C> {
         entries
     }
 
-    /// The raw anchors: pgbench on PostgreSQL; libmariadb threads and mysql_async tasks on
-    /// MariaDB (with `async`). `single` and `ceiling` reset and check their tables.
+    /// The raw anchors: pgbench and (with `async`) tokio-postgres tasks on PostgreSQL;
+    /// libmariadb threads and mysql_async tasks on MariaDB (with `async`). `single` and `ceiling` reset and check their tables.
     fn anchors<'b>(
         &'b self,
         single: &'b Mode<C>,
@@ -940,16 +940,30 @@ impl<C: BenchConnection> Bench<'_, C> {
         shape: Shape,
     ) -> Vec<Entry<'b>> {
         let hold = (shape == Shape::Business).then_some(self.opts.hold);
+        // The async anchors sleep as the async face does (see `AsyncSide::calibrate`).
+        #[cfg(feature = "async")]
+        let async_hold = (shape == Shape::Business).then_some(self.side.hold);
         let seconds = self.opts.seconds;
         let mut entries: Vec<Entry<'b>> = Vec::new();
         for (target, mode) in [(Target::SingleRow, single), (Target::PrivateRow, ceiling)] {
             match C::NAME {
-                "postgres" => entries.push(Box::new(move || {
-                    let name = format!("raw {} (pgbench -j 2)", target.name());
-                    anchor_run(&self.pool, &name, mode, shape, writers, || {
-                        anchors::pgbench(self.url, target, hold, writers, seconds)
-                    })
-                })),
+                "postgres" => {
+                    entries.push(Box::new(move || {
+                        let name = format!("raw {} (pgbench -j 2)", target.name());
+                        anchor_run(&self.pool, &name, mode, shape, writers, || {
+                            anchors::pgbench(self.url, target, hold, writers, seconds)
+                        })
+                    }));
+                    #[cfg(all(feature = "async", feature = "postgres"))]
+                    entries.push(Box::new(move || {
+                        let name = format!("raw {} (tokio-postgres tasks)", target.name());
+                        anchor_run(&self.pool, &name, mode, shape, writers, || {
+                            self.side.runtime.block_on(anchors::tokio_postgres_tasks(
+                                self.url, target, async_hold, writers, seconds,
+                            ))
+                        })
+                    }));
+                }
                 #[cfg(feature = "async")]
                 "mysql" => {
                     entries.push(Box::new(move || {
@@ -962,7 +976,7 @@ impl<C: BenchConnection> Bench<'_, C> {
                         let name = format!("raw {} (mysql_async tasks)", target.name());
                         anchor_run(&self.pool, &name, mode, shape, writers, || {
                             self.side.runtime.block_on(anchors::mysql_async_tasks(
-                                self.url, target, hold, writers, seconds,
+                                self.url, target, async_hold, writers, seconds,
                             ))
                         })
                     }));
@@ -984,6 +998,21 @@ fn anchor_name(backend: &str, face: &str, target: Target) -> String {
         _ => "libmariadb threads",
     };
     format!("raw {} ({client})", target.name())
+}
+
+/// The raw private-row anchor on the face's own client library and concurrency model, where the
+/// benchmark runs one: libmariadb threads (sync, MariaDB), mysql_async tasks (async, MariaDB),
+/// tokio-postgres tasks (async, PostgreSQL). For the async face this shares the runtime's
+/// timer: a `tokio::time::sleep` of 2 ms lasts until the next millisecond tick after it.
+fn client_anchor_name(backend: &str, face: &str) -> Option<String> {
+    let client = match (backend, face) {
+        ("postgres", "async") => "tokio-postgres tasks",
+        ("postgres", _) => return None,
+        ("mysql", "async") => "mysql_async tasks",
+        ("mysql", _) => "libmariadb threads",
+        _ => return None,
+    };
+    Some(format!("raw {} ({client})", Target::PrivateRow.name()))
 }
 
 fn print_run(run: &Run) {
@@ -1019,7 +1048,8 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     if pragmas {
         builder = builder.connection_customizer(Box::new(SqlitePragmas));
     }
-    let bench = Bench {
+    #[allow(unused_mut)] // calibrated with `async`
+    let mut bench = Bench {
         url,
         opts,
         pool: builder.build(ConnectionManager::<C>::new(url))?,
@@ -1042,6 +1072,32 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
         opts.slots,
         load.join(" ")
     );
+    // What a transaction's hold really lasts, per face: tokio's timer fires on millisecond
+    // ticks, so its sleeps run longer than a thread's; pgbench's `\sleep` is a thread's.
+    let thread_hold = median(
+        (0..100)
+            .map(|_| {
+                let started = Instant::now();
+                std::thread::sleep(opts.hold);
+                started.elapsed().as_secs_f64() * 1e3
+            })
+            .collect(),
+    );
+    print!(
+        "hold (median of 100): std::thread::sleep({:?}) lasts {thread_hold:.3} ms",
+        opts.hold
+    );
+    #[cfg(feature = "async")]
+    {
+        let nominal = bench.side.hold_ms(opts.hold, 100);
+        let lasts = bench.side.calibrate(opts.hold, thread_hold);
+        print!(
+            "; tokio::time::sleep({:?}) lasts {nominal:.3} ms, so the async face sleeps {:?}, \
+             which lasts {lasts:.3} ms",
+            opts.hold, bench.side.hold
+        );
+    }
+    println!();
 
     let all: Vec<&Mode<C>> = modes.iter().collect();
     let single = &modes[0];
@@ -1074,12 +1130,16 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
             .map(|r| r.tps)
     };
     println!("\n## {w} writers, business transactions: ratios\n");
-    println!("| face | mode | tx/s | × raw private-row | × raw single-row | × library ceiling |");
-    println!("|---|---|---:|---:|---:|---:|");
+    println!(
+        "| face | mode | tx/s | × raw private-row | × raw single-row | × library ceiling | × raw \
+         private-row, same client and runtime |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
     let mut ratios = Vec::new();
     for face in ["sync", "async"] {
         let raw_private = tps("raw", &anchor_name(C::NAME, face, Target::PrivateRow));
         let raw_single = tps("raw", &anchor_name(C::NAME, face, Target::SingleRow));
+        let raw_client = client_anchor_name(C::NAME, face).and_then(|name| tps("raw", &name));
         for mode in &modes {
             let name = match face {
                 "sync" => mode.name.clone(),
@@ -1097,19 +1157,26 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
             let show = |r: Option<f64>, digits: usize| {
                 r.map_or("–".to_owned(), |r| format!("{r:.digits$}"))
             };
-            let (private, single, own) =
-                (ratio(raw_private), ratio(raw_single), ratio(ceiling_tps));
+            let (private, single, own, client) = (
+                ratio(raw_private),
+                ratio(raw_single),
+                ratio(ceiling_tps),
+                ratio(raw_client),
+            );
             println!(
-                "| {face} | {name} | {t:.0} | {} | {} | {} |",
+                "| {face} | {name} | {t:.0} | {} | {} | {} | {} |",
                 show(private, 3),
                 show(single, 1),
-                show(own, 3)
+                show(own, 3),
+                show(client, 3)
             );
+            let json = |r: Option<f64>| r.map_or("null".into(), |r| format!("{r:.4}"));
             ratios.push(format!(
-                "{{\"face\": \"{face}\", \"mode\": \"{name}\", \"tps\": {t:.1}, \"x_raw_private_row\": {}, \"x_raw_single_row\": {}, \"x_library_ceiling\": {}}}",
-                private.map_or("null".into(), |r| format!("{r:.4}")),
-                single.map_or("null".into(), |r| format!("{r:.4}")),
-                own.map_or("null".into(), |r| format!("{r:.4}")),
+                "{{\"face\": \"{face}\", \"mode\": \"{name}\", \"tps\": {t:.1}, \"x_raw_private_row\": {}, \"x_raw_single_row\": {}, \"x_library_ceiling\": {}, \"x_raw_client_private_row\": {}}}",
+                json(private),
+                json(single),
+                json(own),
+                json(client),
             ));
         }
     }
