@@ -1083,21 +1083,22 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
             })
             .collect(),
     );
-    print!(
-        "hold (median of 100): std::thread::sleep({:?}) lasts {thread_hold:.3} ms",
+    #[allow(unused_mut)] // extended with `async`
+    let mut hold_note = format!(
+        "std::thread::sleep({:?}) lasts {thread_hold:.3} ms",
         opts.hold
     );
     #[cfg(feature = "async")]
     {
         let nominal = bench.side.hold_ms(opts.hold, 100);
         let lasts = bench.side.calibrate(opts.hold, thread_hold);
-        print!(
+        hold_note.push_str(&format!(
             "; tokio::time::sleep({:?}) lasts {nominal:.3} ms, so the async face sleeps {:?}, \
              which lasts {lasts:.3} ms",
             opts.hold, bench.side.hold
-        );
+        ));
     }
-    println!();
+    println!("hold (median of 100): {hold_note}");
 
     let all: Vec<&Mode<C>> = modes.iter().collect();
     let single = &modes[0];
@@ -1411,11 +1412,12 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
         let mut json = String::new();
         writeln!(
             json,
-            "{{\n  \"backend\": \"{}\",\n  \"seconds\": {},\n  \"rounds\": {},\n  \"hold_ms\": {},\n  \"slots\": {},\n  \"load_average_at_start\": \"{}\",\n  \"async\": \"tokio multi-thread, 2 workers, deadpool\",",
+            "{{\n  \"backend\": \"{}\",\n  \"seconds\": {},\n  \"rounds\": {},\n  \"hold_ms\": {},\n  \"hold_note\": \"{}\",\n  \"slots\": {},\n  \"load_average_at_start\": \"{}\",\n  \"async\": \"tokio multi-thread, 2 workers, deadpool\",",
             C::NAME,
             opts.seconds,
             opts.rounds,
             opts.hold.as_secs_f64() * 1e3,
+            hold_note,
             opts.slots,
             load.join(" ")
         )?;
