@@ -127,6 +127,14 @@ pub struct Retried<T> {
 /// `f` runs once, as a savepoint, and any error comes back unretried. Retry the outermost
 /// transaction.
 ///
+/// On MySQL and MariaDB a top-level transaction opens and commits with prepared `BEGIN` and
+/// `COMMIT` statements, one round trip each, where Diesel's `conn.transaction` takes three
+/// (`MysqlConnection::batch_execute` turns multi-statements on and off around each). They are
+/// recorded in Diesel's transaction manager, so `conn.transaction` inside `f` makes a savepoint
+/// as usual; a failed `COMMIT` rolls back and returns its error, as Diesel's does. A server that
+/// refuses `BEGIN` as a prepared statement (MySQL's `ER_UNSUPPORTED_PS`) switches the process
+/// back to Diesel's statements.
+///
 /// On MySQL and MariaDB, after a retryable error (before the retry, or before returning it) the
 /// connection's cached prepared statements are dropped (Diesel's statement cache is reset to its
 /// default, `Unbounded`): a read that failed after its result set began, as a deadlocked locking

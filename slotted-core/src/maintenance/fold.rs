@@ -262,8 +262,12 @@ async fn set_once<E: Exec>(
     // (and so held); a row a concurrent fold deletes between our insert and our lock is not
     // seen by the lock, and its writer could then insert it anew, unordered with this set: so
     // check that every slot is held, and create and lock again until it is. Locks only grow,
-    // so this ends; a fold holding rows makes us wait, then its deletions show here.
-    for _ in 0..=spec.slots {
+    // so this ends; a fold holding rows makes us wait, then its deletions show here. Should
+    // the slots still not all be held after one round per slot, this attempt fails as a
+    // serialization failure: it rolls back and the whole `set` runs again, and it never writes
+    // the value beside a row it does not hold.
+    let mut round = 0;
+    loop {
         let held: BTreeSet<i16> = taken
             .iter()
             .filter(|r| r.bucket == bucket)
@@ -276,6 +280,20 @@ async fn set_once<E: Exec>(
         if missing.is_empty() {
             break;
         }
+        if round > spec.slots {
+            return Err(database_error(
+                spec,
+                diesel::result::Error::DatabaseError(
+                    diesel::result::DatabaseErrorKind::SerializationFailure,
+                    Box::new(format!(
+                        "set: {} of {} slot rows still not held after {round} rounds",
+                        missing.len(),
+                        spec.slots
+                    )),
+                ),
+            ));
+        }
+        round += 1;
         for chunk in missing.chunks(ROWS_PER_STATEMENT) {
             let insert = InsertRows {
                 spec,
