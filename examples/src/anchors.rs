@@ -4,6 +4,10 @@
 //!
 //! - PostgreSQL: `pgbench -M prepared -j 2` (event-driven: two threads multiplex every
 //!   connection), with a custom script per counter;
+//! - PostgreSQL, threads: libpq's C API (the library under Diesel's `PgConnection`), one OS
+//!   thread per connection, every statement prepared as pgbench's are;
+//! - PostgreSQL, tasks (feature `async`): `tokio-postgres` (the client under diesel-async),
+//!   prepared statements, one task per connection on the caller's tokio runtime;
 //! - MariaDB, threads: libmariadb's C API (the library under Diesel's `MysqlConnection`), one OS
 //!   thread per connection, text protocol;
 //! - MariaDB, tasks (feature `async`): `mysql_async` (the client under diesel-async), prepared
@@ -187,18 +191,81 @@ impl MysqlUrl {
     }
 }
 
+/// One raw thread-per-connection client's connection, ready for the benchmark's statements.
+#[cfg(any(feature = "async", feature = "postgres"))]
+trait RawThread: Send {
+    /// The counter statement alone.
+    fn bare(&mut self) -> Result<(), String>;
+    /// `BEGIN`, the event, the counter, `std::thread::sleep(hold)`, `COMMIT`.
+    fn business(&mut self, hold: Duration) -> Result<(), String>;
+    /// After a failed transaction.
+    fn rollback(&mut self);
+}
+
+/// Runs one OS thread per connection for `seconds`, each running transactions back to back.
+#[cfg(any(feature = "async", feature = "postgres"))]
+fn run_threads<T: RawThread>(
+    conns: Vec<T>,
+    hold: Option<Duration>,
+    seconds: f64,
+) -> Result<Load, BoxError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Barrier};
+    use std::time::Instant;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(conns.len() + 1));
+    let tallies = std::thread::scope(|scope| {
+        let handles: Vec<_> = conns
+            .into_iter()
+            .map(|mut conn| {
+                let (stop, barrier) = (stop.clone(), barrier.clone());
+                scope.spawn(move || {
+                    let mut load = Load::default();
+                    barrier.wait();
+                    while !stop.load(Ordering::Relaxed) {
+                        let started = Instant::now();
+                        let result = match hold {
+                            None => conn.bare(),
+                            Some(hold) => conn.business(hold),
+                        };
+                        match result {
+                            Ok(()) => {
+                                load.committed += 1;
+                                load.latencies_ms
+                                    .push(started.elapsed().as_secs_f64() * 1e3);
+                            }
+                            Err(_) => {
+                                conn.rollback();
+                                load.errors += 1;
+                            }
+                        }
+                    }
+                    load
+                })
+            })
+            .collect();
+        barrier.wait();
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "a raw writer panicked"))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    Ok(merge(tallies, seconds))
+}
+
 #[cfg(feature = "async")]
 mod raw_mysql {
     //! libmariadb's C API, text protocol: the least a thread-per-connection client can do.
 
     use std::ffi::{CStr, CString};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Barrier};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use mysqlclient_sys as ffi;
 
-    use super::{counter_sql, event_sql, Load, MysqlUrl, Target};
+    use super::{counter_sql, event_sql, Load, MysqlUrl, RawThread, Target};
     use crate::BoxError;
 
     /// One connection. `MYSQL*` is owned here and closed on drop.
@@ -276,6 +343,31 @@ mod raw_mysql {
         }
     }
 
+    /// A writer's connection with its statements, the writer's number written in.
+    struct Writer {
+        raw: Raw,
+        event: String,
+        counter: String,
+    }
+
+    impl RawThread for Writer {
+        fn bare(&mut self) -> Result<(), String> {
+            self.raw.run(&self.counter)
+        }
+
+        fn business(&mut self, hold: Duration) -> Result<(), String> {
+            self.raw.run("BEGIN")?;
+            self.raw.run(&self.event)?;
+            self.raw.run(&self.counter)?;
+            std::thread::sleep(hold);
+            self.raw.run("COMMIT")
+        }
+
+        fn rollback(&mut self) {
+            let _ = self.raw.run("ROLLBACK");
+        }
+    }
+
     /// `writers` threads, one libmariadb connection each, for `seconds`.
     pub fn threads(
         url: &str,
@@ -286,68 +378,200 @@ mod raw_mysql {
     ) -> Result<Load, BoxError> {
         let url = MysqlUrl::parse(url)?;
         let conns = (0..writers)
-            .map(|_| Raw::connect(&url))
-            .collect::<Result<Vec<_>, _>>()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let barrier = Arc::new(Barrier::new(writers as usize + 1));
-        let tallies = std::thread::scope(|scope| {
-            let handles: Vec<_> = conns
-                .into_iter()
-                .enumerate()
-                .map(|(w, mut conn)| {
-                    let (stop, barrier) = (stop.clone(), barrier.clone());
-                    scope.spawn(move || {
-                        let (event, counter) = (
-                            event_sql(&w.to_string()),
-                            counter_sql(target, true, &w.to_string()),
-                        );
-                        let mut load = Load::default();
-                        barrier.wait();
-                        while !stop.load(Ordering::Relaxed) {
-                            let started = Instant::now();
-                            let result = match hold {
-                                None => conn.run(&counter),
-                                Some(hold) => (|| {
-                                    conn.run("BEGIN")?;
-                                    conn.run(&event)?;
-                                    conn.run(&counter)?;
-                                    std::thread::sleep(hold);
-                                    conn.run("COMMIT")
-                                })(),
-                            };
-                            match result {
-                                Ok(()) => {
-                                    load.committed += 1;
-                                    load.latencies_ms
-                                        .push(started.elapsed().as_secs_f64() * 1e3);
-                                }
-                                Err(_) => {
-                                    let _ = conn.run("ROLLBACK");
-                                    load.errors += 1;
-                                }
-                            }
-                        }
-                        load
-                    })
+            .map(|w| {
+                Ok(Writer {
+                    raw: Raw::connect(&url)?,
+                    event: event_sql(&w.to_string()),
+                    counter: counter_sql(target, true, &w.to_string()),
                 })
-                .collect();
-            barrier.wait();
-            std::thread::sleep(Duration::from_secs_f64(seconds));
-            stop.store(true, Ordering::Relaxed);
-            handles
-                .into_iter()
-                .map(|h| h.join().map_err(|_| "a raw writer panicked"))
-                .collect::<Result<Vec<_>, _>>()
-        })?;
-        Ok(super::merge(tallies, seconds))
+            })
+            .collect::<Result<Vec<_>, BoxError>>()?;
+        super::run_threads(conns, hold, seconds)
     }
 }
 
 #[cfg(feature = "async")]
 pub use raw_mysql::threads as libmariadb_threads;
 
+#[cfg(feature = "postgres")]
+mod raw_pq {
+    //! libpq (the library under Diesel's `PgConnection`), every statement prepared once per
+    //! connection, as `pgbench -M prepared` does, one OS thread per connection.
+
+    use std::ffi::{CStr, CString};
+    use std::time::Duration;
+
+    use pq_sys as ffi;
+
+    use super::{counter_sql, event_sql, Load, RawThread, Target};
+    use crate::BoxError;
+
+    /// One connection. `PGconn*` is owned here and finished on drop.
+    struct Raw(*mut ffi::PGconn);
+
+    // SAFETY: a PGconn may move between threads; it is used by one thread at a time.
+    unsafe impl Send for Raw {}
+
+    impl Raw {
+        fn connect(url: &str) -> Result<Raw, BoxError> {
+            let url = CString::new(url)?;
+            // SAFETY: PQconnectdb copies what it needs of `url` and returns a handle (NULL
+            // only when out of memory), which `Raw` then owns.
+            let raw = Raw(unsafe { ffi::PQconnectdb(url.as_ptr()) });
+            if raw.0.is_null() {
+                return Err("PQconnectdb: out of memory".into());
+            }
+            // SAFETY: the handle is valid.
+            if unsafe { ffi::PQstatus(raw.0) } != ffi::ConnStatusType::CONNECTION_OK {
+                return Err(raw.error().into());
+            }
+            Ok(raw)
+        }
+
+        fn error(&self) -> String {
+            // SAFETY: PQerrorMessage returns a NUL-terminated string owned by the handle.
+            unsafe { CStr::from_ptr(ffi::PQerrorMessage(self.0)) }
+                .to_string_lossy()
+                .into_owned()
+        }
+
+        /// Takes a command's result: `Ok` when it completed.
+        fn done(&self, result: *mut ffi::PGresult) -> Result<(), String> {
+            // SAFETY: `result` came from this handle (NULL when out of memory) and is cleared
+            // once.
+            unsafe {
+                let ok = !result.is_null()
+                    && ffi::PQresultStatus(result) == ffi::ExecStatusType::PGRES_COMMAND_OK;
+                ffi::PQclear(result);
+                if ok {
+                    Ok(())
+                } else {
+                    Err(self.error())
+                }
+            }
+        }
+
+        /// Prepares `sql` as statement `name`, the parameters' types left to the server.
+        fn prepare(&mut self, name: &CStr, sql: &str, params: i32) -> Result<(), String> {
+            let sql = CString::new(sql).map_err(|e| e.to_string())?;
+            // SAFETY: the handle is connected; the strings outlive the call.
+            let result = unsafe {
+                ffi::PQprepare(
+                    self.0,
+                    name.as_ptr(),
+                    sql.as_ptr(),
+                    params,
+                    std::ptr::null(),
+                )
+            };
+            self.done(result)
+        }
+
+        /// Runs prepared statement `name` with `params` in text format.
+        fn exec(&mut self, name: &CStr, params: &[&CStr]) -> Result<(), String> {
+            let values: Vec<*const std::ffi::c_char> = params.iter().map(|p| p.as_ptr()).collect();
+            // SAFETY: the handle is connected; `values` and what it points to outlive the
+            // call; NULL lengths and formats mean text parameters.
+            let result = unsafe {
+                ffi::PQexecPrepared(
+                    self.0,
+                    name.as_ptr(),
+                    values.len() as i32,
+                    values.as_ptr(),
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    0,
+                )
+            };
+            self.done(result)
+        }
+    }
+
+    impl Drop for Raw {
+        fn drop(&mut self) {
+            // SAFETY: the handle came from PQconnectdb and is finished once.
+            unsafe { ffi::PQfinish(self.0) }
+        }
+    }
+
+    const BEGIN: &CStr = c"begin";
+    const EVENT: &CStr = c"event";
+    const COUNTER: &CStr = c"counter";
+    const COMMIT: &CStr = c"commit";
+
+    /// A writer's connection, its statements prepared, and its number as a text parameter.
+    struct Writer {
+        raw: Raw,
+        writer: CString,
+        target: Target,
+    }
+
+    impl Writer {
+        fn counter(&mut self) -> Result<(), String> {
+            match self.target {
+                Target::SingleRow => self.raw.exec(COUNTER, &[]),
+                Target::PrivateRow => self.raw.exec(COUNTER, &[&self.writer]),
+            }
+        }
+    }
+
+    impl RawThread for Writer {
+        fn bare(&mut self) -> Result<(), String> {
+            self.counter()
+        }
+
+        fn business(&mut self, hold: Duration) -> Result<(), String> {
+            self.raw.exec(BEGIN, &[])?;
+            self.raw.exec(EVENT, &[&self.writer])?;
+            self.counter()?;
+            std::thread::sleep(hold);
+            self.raw.exec(COMMIT, &[])
+        }
+
+        fn rollback(&mut self) {
+            let rollback = c"ROLLBACK";
+            // SAFETY: the handle is connected; the result is cleared by `done`.
+            let result = unsafe { ffi::PQexec(self.raw.0, rollback.as_ptr()) };
+            let _ = self.raw.done(result);
+        }
+    }
+
+    /// `writers` threads, one libpq connection each, prepared statements, for `seconds`.
+    pub fn threads(
+        url: &str,
+        target: Target,
+        hold: Option<Duration>,
+        writers: u32,
+        seconds: f64,
+    ) -> Result<Load, BoxError> {
+        let counter = counter_sql(target, false, "$1");
+        let counter_params = match target {
+            Target::SingleRow => 0,
+            Target::PrivateRow => 1,
+        };
+        let conns = (0..writers)
+            .map(|w| {
+                let mut raw = Raw::connect(url)?;
+                raw.prepare(BEGIN, "BEGIN", 0)?;
+                raw.prepare(EVENT, &event_sql("$1"), 1)?;
+                raw.prepare(COUNTER, &counter, counter_params)?;
+                raw.prepare(COMMIT, "COMMIT", 0)?;
+                Ok(Writer {
+                    raw,
+                    writer: CString::new(w.to_string())?,
+                    target,
+                })
+            })
+            .collect::<Result<Vec<_>, BoxError>>()?;
+        super::run_threads(conns, hold, seconds)
+    }
+}
+
+#[cfg(feature = "postgres")]
+pub use raw_pq::threads as libpq_threads;
+
 /// Sums the writers' loads.
-#[cfg(feature = "async")]
+#[cfg(any(feature = "async", feature = "postgres"))]
 fn merge(loads: Vec<Load>, seconds: f64) -> Load {
     let mut all = Load {
         seconds,

@@ -27,8 +27,9 @@
 //! - MySQL, sync only: `ceiling, Diesel's conn.transaction`, the ceiling in Diesel's own
 //!   transactions instead of the retry helper's (whose `BEGIN` and `COMMIT` are prepared).
 //!
-//! Raw anchors (`slotted_examples::anchors`), in the same rounds: pgbench `-j 2` on PostgreSQL;
-//! libmariadb threads and mysql_async tasks (feature `async`) on MySQL.
+//! Raw anchors (`slotted_examples::anchors`), in the same rounds: pgbench `-j 2`, libpq threads
+//! and tokio-postgres tasks (feature `async`) on PostgreSQL; libmariadb threads and mysql_async
+//! tasks (feature `async`) on MySQL.
 //!
 //! Every statement is prepared once per connection, the hand-written ones included (see
 //! `HandWritten`), so the modes differ only in which rows they lock.
@@ -930,7 +931,8 @@ impl<C: BenchConnection> Bench<'_, C> {
         entries
     }
 
-    /// The raw anchors: pgbench and (with `async`) tokio-postgres tasks on PostgreSQL;
+    /// The raw anchors: pgbench, libpq threads and (with `async`) tokio-postgres tasks on
+    /// PostgreSQL;
     /// libmariadb threads and mysql_async tasks on MariaDB (with `async`). `single` and `ceiling` reset and check their tables.
     fn anchors<'b>(
         &'b self,
@@ -952,6 +954,13 @@ impl<C: BenchConnection> Bench<'_, C> {
                         let name = format!("raw {} (pgbench -j 2)", target.name());
                         anchor_run(&self.pool, &name, mode, shape, writers, || {
                             anchors::pgbench(self.url, target, hold, writers, seconds)
+                        })
+                    }));
+                    #[cfg(feature = "postgres")]
+                    entries.push(Box::new(move || {
+                        let name = format!("raw {} (libpq threads)", target.name());
+                        anchor_run(&self.pool, &name, mode, shape, writers, || {
+                            anchors::libpq_threads(self.url, target, hold, writers, seconds)
                         })
                     }));
                     #[cfg(all(feature = "async", feature = "postgres"))]
@@ -1007,7 +1016,7 @@ fn anchor_name(backend: &str, face: &str, target: Target) -> String {
 fn client_anchor_name(backend: &str, face: &str) -> Option<String> {
     let client = match (backend, face) {
         ("postgres", "async") => "tokio-postgres tasks",
-        ("postgres", _) => return None,
+        ("postgres", _) => "libpq threads",
         ("mysql", "async") => "mysql_async tasks",
         ("mysql", _) => "libmariadb threads",
         _ => return None,
