@@ -588,16 +588,15 @@ fn merge(loads: Vec<Load>, seconds: f64) -> Load {
 /// One raw async client's connection, prepared for the benchmark's statements.
 #[cfg(feature = "async")]
 trait RawTask: Send + 'static {
-    type Error: Send;
     /// The counter statement alone.
-    fn bare(&mut self, w: i32)
-        -> impl std::future::Future<Output = Result<(), Self::Error>> + Send;
-    /// `BEGIN`, the event, the counter, `tokio::time::sleep(hold)`, `COMMIT`.
+    fn bare(&mut self, w: i32) -> impl std::future::Future<Output = Result<(), BoxError>> + Send;
+    /// `BEGIN`, the event, the counter, `timer.sleep(hold)`, `COMMIT`.
     fn business(
         &mut self,
         w: i32,
+        timer: &mut crate::hold::Hold,
         hold: Duration,
-    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send;
+    ) -> impl std::future::Future<Output = Result<(), BoxError>> + Send;
     /// After a failed transaction.
     fn rollback(&mut self) -> impl std::future::Future<Output = ()> + Send;
 }
@@ -624,12 +623,13 @@ async fn run_tasks<T: RawTask>(
             tokio::spawn(async move {
                 let w = w as i32;
                 let mut load = Load::default();
+                let mut timer = crate::hold::Hold::new()?;
                 barrier.wait().await;
                 while !stop.load(Ordering::Relaxed) {
                     let started = Instant::now();
                     let result = match hold {
                         None => conn.bare(w).await,
-                        Some(hold) => conn.business(w, hold).await,
+                        Some(hold) => conn.business(w, &mut timer, hold).await,
                     };
                     match result {
                         Ok(()) => {
@@ -643,7 +643,7 @@ async fn run_tasks<T: RawTask>(
                         }
                     }
                 }
-                load
+                Ok::<_, std::io::Error>(load)
             })
         })
         .collect();
@@ -652,7 +652,7 @@ async fn run_tasks<T: RawTask>(
     stop.store(true, Ordering::Relaxed);
     let mut loads = Vec::new();
     for task in tasks {
-        loads.push(task.await?);
+        loads.push(task.await??);
     }
     Ok(merge(loads, seconds))
 }
@@ -684,18 +684,22 @@ pub async fn mysql_async_tasks(
         }
     }
     impl RawTask for Task {
-        type Error = mysql_async::Error;
-        async fn bare(&mut self, w: i32) -> Result<(), Self::Error> {
+        async fn bare(&mut self, w: i32) -> Result<(), BoxError> {
             let params = self.counter_params(w);
-            self.conn.exec_drop(&self.counter, params).await
+            Ok(self.conn.exec_drop(&self.counter, params).await?)
         }
-        async fn business(&mut self, w: i32, hold: Duration) -> Result<(), Self::Error> {
+        async fn business(
+            &mut self,
+            w: i32,
+            timer: &mut crate::hold::Hold,
+            hold: Duration,
+        ) -> Result<(), BoxError> {
             let params = self.counter_params(w);
             self.conn.query_drop("BEGIN").await?;
             self.conn.exec_drop(&self.event, (w,)).await?;
             self.conn.exec_drop(&self.counter, params).await?;
-            tokio::time::sleep(hold).await;
-            self.conn.query_drop("COMMIT").await
+            timer.sleep(hold).await?;
+            Ok(self.conn.query_drop("COMMIT").await?)
         }
         async fn rollback(&mut self) {
             let _ = self.conn.query_drop("ROLLBACK").await;
@@ -744,16 +748,20 @@ pub async fn tokio_postgres_tasks(
         }
     }
     impl RawTask for Task {
-        type Error = tokio_postgres::Error;
-        async fn bare(&mut self, w: i32) -> Result<(), Self::Error> {
-            self.counter(w).await.map(drop)
+        async fn bare(&mut self, w: i32) -> Result<(), BoxError> {
+            Ok(self.counter(w).await.map(drop)?)
         }
-        async fn business(&mut self, w: i32, hold: Duration) -> Result<(), Self::Error> {
+        async fn business(
+            &mut self,
+            w: i32,
+            timer: &mut crate::hold::Hold,
+            hold: Duration,
+        ) -> Result<(), BoxError> {
             self.client.batch_execute("BEGIN").await?;
             self.client.execute(&self.event, &[&w]).await?;
             self.counter(w).await?;
-            tokio::time::sleep(hold).await;
-            self.client.batch_execute("COMMIT").await
+            timer.sleep(hold).await?;
+            Ok(self.client.batch_execute("COMMIT").await?)
         }
         async fn rollback(&mut self) {
             let _ = self.client.batch_execute("ROLLBACK").await;

@@ -4,6 +4,8 @@
 pub mod anchors;
 pub mod chart;
 #[cfg(feature = "async")]
+pub mod hold;
+#[cfg(feature = "async")]
 pub mod web;
 
 use std::error::Error;

@@ -1,6 +1,8 @@
 //! The benchmark's async modes: the same counters and transactions as the sync modes, run by
 //! tasks on a tokio runtime of 2 worker threads, through a deadpool pool of diesel-async
-//! connections: the way an axum service counts.
+//! connections: the way an axum service counts. Business transactions hold their locks for a
+//! [`Hold`], which lasts what the sync face's `std::thread::sleep` does (tokio's own timer
+//! would round 2 ms up to about 3).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +15,7 @@ use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
 use diesel_async::{AsyncConnection, SimpleAsyncConnection};
 use slotted_core::{AsyncCounterConnection, Counter, CounterTable};
+use slotted_examples::hold::Hold;
 use slotted_examples::BoxError;
 
 use super::{
@@ -146,9 +149,6 @@ async fn event<A: AsyncBench>(conn: &mut A, writer: i32) -> QueryResult<usize> {
 pub(crate) struct AsyncSide<A: AsyncBench> {
     pub runtime: tokio::runtime::Runtime,
     pub pool: A::Pool,
-    /// What the async business transactions pass to `tokio::time::sleep` (see
-    /// [`Self::calibrate`]); the raw async anchors too.
-    pub hold: Duration,
 }
 
 impl<A: AsyncBench> AsyncSide<A> {
@@ -163,11 +163,7 @@ impl<A: AsyncBench> AsyncSide<A> {
             let _guard = runtime.enter();
             A::pool(&url, size)?
         };
-        Ok(AsyncSide {
-            runtime,
-            pool,
-            hold: Duration::ZERO,
-        })
+        Ok(AsyncSide { runtime, pool })
     }
 
     /// `writers` tasks, each with a pooled connection, run `op` for `opts.seconds` in `shape`;
@@ -183,7 +179,7 @@ impl<A: AsyncBench> AsyncSide<A> {
     ) -> Result<Run, BoxError> {
         super::reset(&mut *sync_pool.get()?, mode)?;
         let before = (mode.total)(&mut *sync_pool.get()?)?;
-        let hold = self.hold;
+        let hold = opts.hold;
         let seconds = opts.seconds;
         let tallies = self.runtime.block_on(async {
             let stop = Arc::new(AtomicBool::new(false));
@@ -195,16 +191,21 @@ impl<A: AsyncBench> AsyncSide<A> {
                 tasks.push(tokio::spawn(async move {
                     let conn: &mut A = &mut conn;
                     let mut tally = Tally::default();
+                    let mut timer = Hold::new()?;
                     barrier.wait().await;
                     while !stop.load(Ordering::Relaxed) {
                         let started = Instant::now();
                         let result = match shape {
                             Shape::Bare => op(conn, w).await,
                             Shape::Business => {
+                                let timer = &mut timer;
                                 conn.transaction(async |conn| {
                                     event(conn, w).await?;
                                     op(conn, w).await?;
-                                    tokio::time::sleep(hold).await;
+                                    // A timer that fails (it does not) counts as an error.
+                                    timer.sleep(hold).await.map_err(|e| {
+                                        diesel::result::Error::QueryBuilderError(e.into())
+                                    })?;
                                     Ok::<(), slotted_core::Error>(())
                                 })
                                 .await
@@ -221,7 +222,7 @@ impl<A: AsyncBench> AsyncSide<A> {
                             Err(_) => tally.errors += 1,
                         }
                     }
-                    tally
+                    Ok::<_, std::io::Error>(tally)
                 }));
             }
             barrier.wait().await;
@@ -229,7 +230,7 @@ impl<A: AsyncBench> AsyncSide<A> {
             stop.store(true, Ordering::Relaxed);
             let mut tallies = Vec::new();
             for task in tasks {
-                tallies.push(task.await?);
+                tallies.push(task.await??);
             }
             Ok::<_, BoxError>(tallies)
         })?;
@@ -246,41 +247,19 @@ impl<A: AsyncBench> AsyncSide<A> {
         )
     }
 
-    /// Chooses the `tokio::time::sleep` duration whose median lasts closest to `lasts_ms` (the
-    /// thread's hold, as `std::thread::sleep` keeps it), trying `hold` and shorter ones in
-    /// 100 µs steps: tokio's timer fires on millisecond ticks, so that a sleep of 2 ms lasts
-    /// about 3, and the async transactions would otherwise hold their locks half as long again
-    /// as the sync ones and pgbench's. Returns the chosen duration's median, in milliseconds.
-    pub fn calibrate(&mut self, hold: Duration, lasts_ms: f64) -> f64 {
-        let step = Duration::from_micros(100);
-        let mut best = (f64::INFINITY, hold, f64::NAN);
-        let mut candidate = hold;
-        loop {
-            let lasts = self.hold_ms(candidate, 30);
-            if (lasts - lasts_ms).abs() < best.0 {
-                best = ((lasts - lasts_ms).abs(), candidate, lasts);
-            }
-            if candidate < step || lasts < lasts_ms - 0.5 {
-                break;
-            }
-            candidate -= step;
-        }
-        self.hold = best.1;
-        self.hold_ms(self.hold, 100)
-    }
-
-    /// The median time `tokio::time::sleep(hold)` takes on this runtime over `n` sleeps, in
-    /// milliseconds.
-    pub fn hold_ms(&self, hold: Duration, n: usize) -> f64 {
-        crate::median(self.runtime.block_on(async {
+    /// The median time, in milliseconds, of `n` of the async face's holds of `hold` (a
+    /// [`Hold`]) and of `n` `tokio::time::sleep(hold)`s, on this runtime.
+    pub fn hold_ms(&self, hold: Duration, n: usize) -> Result<(f64, f64), BoxError> {
+        self.runtime.block_on(async {
+            let exact = slotted_examples::hold::median_hold_ms(hold, n).await?;
             let mut times = Vec::with_capacity(n);
             for _ in 0..n {
                 let started = Instant::now();
                 tokio::time::sleep(hold).await;
                 times.push(started.elapsed().as_secs_f64() * 1e3);
             }
-            times
-        }))
+            Ok((exact, crate::median(times)))
+        })
     }
 
     /// The async [`crate::interleaved_samples`]: calls `ops` in turn, `n` times each, on one

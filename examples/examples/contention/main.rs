@@ -10,8 +10,9 @@
 //! runs once per round, in turn; the median round counts), `--hold-ms 2` (the business
 //! transaction's other work), `--slots 64` (the slotted modes), `--sweep-writers 32`,
 //! `--sweep-slots 1,16,64,128` (default: 1 to 128), `--out docs/bench` (JSON, TSV and SVG),
-//! `--calls 2000` (per timing of the single-threaded reads and increments), `--smoke` (a few
-//! seconds in all, for CI). Server URLs come from `PG_DATABASE_URL` and
+//! `--calls 2000` (per timing of the single-threaded reads and increments), `--shapes
+//! bare,business`, `--modes single-row,ceiling,…` (by name; `single-row` and `ceiling` bring
+//! their raw anchors), `--smoke` (a few seconds in all, for CI). Server URLs come from `PG_DATABASE_URL` and
 //! `MYSQL_DATABASE_URL` (a Unix socket URL, such as
 //! `postgres:///test?host=/var/run/postgresql` or
 //! `mysql://root@localhost/test?unix_socket=/run/mysqld/mysqld.sock`, spares the client and
@@ -547,6 +548,11 @@ struct Options {
     /// Calls per timing of the single-threaded reads and increments.
     calls: i32,
     out: Option<std::path::PathBuf>,
+    /// The shapes to measure.
+    shapes: Vec<Shape>,
+    /// The modes to measure, by name (`single-row` and `ceiling` bring their raw anchors);
+    /// empty: all of them.
+    modes: Vec<String>,
 }
 
 /// What one writer thread saw.
@@ -571,6 +577,90 @@ struct Run {
     p99_ms: f64,
     errors: u64,
     retries: u64,
+    /// CPU time per committed transaction, in µs: the client's (this process, or the anchor's
+    /// child process) and the whole machine's (client, server and kernel); NaN where
+    /// `/proc` cannot tell.
+    client_cpu_us: f64,
+    machine_cpu_us: f64,
+    /// Throughput in every round, in round order (the median round is the one reported).
+    round_tps: Vec<f64>,
+}
+
+/// `a`'s throughput over `b`'s, round by round: the median and the range over the rounds.
+#[derive(Clone, Copy)]
+struct PairedRatio {
+    median: f64,
+    low: f64,
+    high: f64,
+}
+
+impl PairedRatio {
+    fn of(a: &Run, b: &Run) -> Option<PairedRatio> {
+        let mut ratios: Vec<f64> = a
+            .round_tps
+            .iter()
+            .zip(&b.round_tps)
+            .map(|(a, b)| a / b)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        Some(PairedRatio {
+            median: median(ratios.clone()),
+            low: *ratios.first()?,
+            high: *ratios.last()?,
+        })
+    }
+
+    fn show(self, digits: usize) -> String {
+        if self.low == self.high {
+            format!("{:.digits$}", self.median)
+        } else {
+            format!(
+                "{:.digits$} ({:.digits$}–{:.digits$})",
+                self.median, self.low, self.high
+            )
+        }
+    }
+}
+
+/// CPU time consumed so far, in seconds, from Linux's `/proc`: this process's and its
+/// waited-for children's (pgbench), and the whole machine's busy time.
+#[derive(Clone, Copy)]
+struct CpuTimes {
+    client: f64,
+    machine: f64,
+}
+
+impl CpuTimes {
+    fn now() -> Option<CpuTimes> {
+        // USER_HZ, in which both files count, is 100 on every Linux architecture Rust targets.
+        const TICK: f64 = 0.01;
+        let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // Fields after the command name: state is the 3rd field; utime, stime, cutime and
+        // cstime the 14th to 17th.
+        let fields: Vec<f64> = own
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .skip(11)
+            .take(4)
+            .map(|f| f.parse().unwrap_or(f64::NAN))
+            .collect();
+        let all = std::fs::read_to_string("/proc/stat").ok()?;
+        // `cpu  user nice system idle iowait irq softirq steal …`: busy is all but idle and iowait.
+        let machine: Vec<f64> = all
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .map(|f| f.parse().unwrap_or(f64::NAN))
+            .collect();
+        let busy = machine.iter().sum::<f64>() - machine.get(3)? - machine.get(4)?;
+        Some(CpuTimes {
+            client: fields.iter().sum::<f64>() * TICK,
+            machine: busy * TICK,
+        })
+    }
 }
 
 /// Empties the mode's table (and pre-creates its slots where it pre-creates them).
@@ -626,6 +716,9 @@ fn summarize(
         p99_ms: pct(0.99),
         errors: results.iter().map(|r| r.errors).sum(),
         retries: results.iter().map(|r| r.retries).sum(),
+        client_cpu_us: f64::NAN,
+        machine_cpu_us: f64::NAN,
+        round_tps: Vec::new(),
     })
 }
 
@@ -777,7 +870,15 @@ fn interleaved(entries: &[Entry<'_>], opts: &Options) -> Result<Vec<Run>, BoxErr
     let mut rounds: Vec<Vec<Run>> = entries.iter().map(|_| Vec::new()).collect();
     for _ in 0..opts.rounds.max(1) {
         for (entry, runs) in entries.iter().zip(&mut rounds) {
-            runs.push(entry()?);
+            let before = CpuTimes::now();
+            let mut run = entry()?;
+            if let (Some(before), Some(after)) = (before, CpuTimes::now()) {
+                // Includes the mode's reset and total reads around the measurement: a few ms.
+                let per_tx = |from: f64, to: f64| (to - from) * 1e6 / run.committed.max(1) as f64;
+                run.client_cpu_us = per_tx(before.client, after.client);
+                run.machine_cpu_us = per_tx(before.machine, after.machine);
+            }
+            runs.push(run);
         }
     }
     Ok(rounds
@@ -786,10 +887,12 @@ fn interleaved(entries: &[Entry<'_>], opts: &Options) -> Result<Vec<Run>, BoxErr
             let (errors, retries) = runs
                 .iter()
                 .fold((0, 0), |(e, r), run| (e + run.errors, r + run.retries));
+            let round_tps = runs.iter().map(|run| run.tps).collect();
             runs.sort_by(|a, b| a.tps.total_cmp(&b.tps));
             let mut median = runs.swap_remove(runs.len() / 2);
             median.errors = errors;
             median.retries = retries;
+            median.round_tps = round_tps;
             median
         })
         .collect())
@@ -942,12 +1045,14 @@ impl<C: BenchConnection> Bench<'_, C> {
         shape: Shape,
     ) -> Vec<Entry<'b>> {
         let hold = (shape == Shape::Business).then_some(self.opts.hold);
-        // The async anchors sleep as the async face does (see `AsyncSide::calibrate`).
-        #[cfg(feature = "async")]
-        let async_hold = (shape == Shape::Business).then_some(self.side.hold);
         let seconds = self.opts.seconds;
         let mut entries: Vec<Entry<'b>> = Vec::new();
+        let wanted =
+            |mode: &Mode<C>| self.opts.modes.is_empty() || self.opts.modes.contains(&mode.name);
         for (target, mode) in [(Target::SingleRow, single), (Target::PrivateRow, ceiling)] {
+            if !wanted(mode) {
+                continue;
+            }
             match C::NAME {
                 "postgres" => {
                     entries.push(Box::new(move || {
@@ -968,7 +1073,7 @@ impl<C: BenchConnection> Bench<'_, C> {
                         let name = format!("raw {} (tokio-postgres tasks)", target.name());
                         anchor_run(&self.pool, &name, mode, shape, writers, || {
                             self.side.runtime.block_on(anchors::tokio_postgres_tasks(
-                                self.url, target, async_hold, writers, seconds,
+                                self.url, target, hold, writers, seconds,
                             ))
                         })
                     }));
@@ -985,7 +1090,7 @@ impl<C: BenchConnection> Bench<'_, C> {
                         let name = format!("raw {} (mysql_async tasks)", target.name());
                         anchor_run(&self.pool, &name, mode, shape, writers, || {
                             self.side.runtime.block_on(anchors::mysql_async_tasks(
-                                self.url, target, async_hold, writers, seconds,
+                                self.url, target, hold, writers, seconds,
                             ))
                         })
                     }));
@@ -1011,8 +1116,8 @@ fn anchor_name(backend: &str, face: &str, target: Target) -> String {
 
 /// The raw private-row anchor on the face's own client library and concurrency model, where the
 /// benchmark runs one: libmariadb threads (sync, MariaDB), mysql_async tasks (async, MariaDB),
-/// tokio-postgres tasks (async, PostgreSQL). For the async face this shares the runtime's
-/// timer: a `tokio::time::sleep` of 2 ms lasts until the next millisecond tick after it.
+/// tokio-postgres tasks (async, PostgreSQL), which holds its transactions with the same timer as
+/// the async face.
 fn client_anchor_name(backend: &str, face: &str) -> Option<String> {
     let client = match (backend, face) {
         ("postgres", "async") => "tokio-postgres tasks",
@@ -1032,8 +1137,15 @@ fn print_run(run: &Run) {
             format!("{v:.2}")
         }
     };
+    let us = |v: f64| {
+        if v.is_nan() {
+            "–".to_owned()
+        } else {
+            format!("{v:.0}")
+        }
+    };
     println!(
-        "| {} | {} | {} | {:.0} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
         run.face,
         run.mode,
         run.writers,
@@ -1041,7 +1153,9 @@ fn print_run(run: &Run) {
         ms(run.p50_ms),
         ms(run.p99_ms),
         run.errors,
-        run.retries
+        run.retries,
+        us(run.client_cpu_us),
+        us(run.machine_cpu_us)
     );
 }
 
@@ -1057,8 +1171,7 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     if pragmas {
         builder = builder.connection_customizer(Box::new(SqlitePragmas));
     }
-    #[allow(unused_mut)] // calibrated with `async`
-    let mut bench = Bench {
+    let bench = Bench {
         url,
         opts,
         pool: builder.build(ConnectionManager::<C>::new(url))?,
@@ -1081,8 +1194,9 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
         opts.slots,
         load.join(" ")
     );
-    // What a transaction's hold really lasts, per face: tokio's timer fires on millisecond
-    // ticks, so its sleeps run longer than a thread's; pgbench's `\sleep` is a thread's.
+    // What a transaction's hold really lasts, per face: a thread's sleep (pgbench's `\sleep`
+    // is a `ppoll` timeout, as precise), and the async face's timerfd; tokio's own timer, which
+    // fires on millisecond ticks, for contrast.
     let thread_hold = median(
         (0..100)
             .map(|_| {
@@ -1099,27 +1213,32 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     );
     #[cfg(feature = "async")]
     {
-        let nominal = bench.side.hold_ms(opts.hold, 100);
-        let lasts = bench.side.calibrate(opts.hold, thread_hold);
+        let (exact, tokio) = bench.side.hold_ms(opts.hold, 100)?;
         hold_note.push_str(&format!(
-            "; tokio::time::sleep({:?}) lasts {nominal:.3} ms, so the async face sleeps {:?}, \
-             which lasts {lasts:.3} ms",
-            opts.hold, bench.side.hold
+            "; the async face's and async anchors' timerfd hold lasts {exact:.3} ms \
+             (tokio::time::sleep({:?}) would last {tokio:.3} ms)",
+            opts.hold
         ));
     }
     println!("hold (median of 100): {hold_note}");
 
-    let all: Vec<&Mode<C>> = modes.iter().collect();
+    let all: Vec<&Mode<C>> = modes
+        .iter()
+        .filter(|m| opts.modes.is_empty() || opts.modes.contains(&m.name))
+        .collect();
     let single = &modes[0];
     let ceiling = modes
         .iter()
         .find(|m| m.name == "ceiling")
         .ok_or("no ceiling mode")?;
     let mut runs = Vec::new();
-    for shape in [Shape::Bare, Shape::Business] {
+    for &shape in &opts.shapes {
         println!("\n## {} increments\n", shape.name());
-        println!("| face | mode | writers | tx/s | p50 ms | p99 ms | errors | retries |");
-        println!("|---|---|---:|---:|---:|---:|---:|---:|");
+        println!(
+            "| face | mode | writers | tx/s | p50 ms | p99 ms | errors | retries | client CPU µs/tx \
+             | machine CPU µs/tx |"
+        );
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for &writers in &opts.writers {
             let mut entries = bench.library(&all, writers, shape);
             entries.extend(bench.anchors(single, ceiling, writers, shape));
@@ -1132,14 +1251,16 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
 
     // Ratios at the sweep's writer count, business shape: the issue's targets.
     let w = opts.sweep_writers;
-    let tps = |face: &str, mode: &str| {
-        runs.iter()
-            .find(|r| {
-                r.face == face && r.mode == mode && r.writers == w && r.shape == Shape::Business
-            })
-            .map(|r| r.tps)
+    let find = |face: &str, mode: &str| {
+        runs.iter().find(|r| {
+            r.face == face && r.mode == mode && r.writers == w && r.shape == Shape::Business
+        })
     };
     println!("\n## {w} writers, business transactions: ratios\n");
+    println!(
+        "Each ratio pairs the two measurements of one round (they ran minutes apart at most), \
+         then takes the median over the rounds; the range is the lowest and highest round.\n"
+    );
     println!(
         "| face | mode | tx/s | × raw private-row | × raw single-row | × library ceiling | × raw \
          private-row, same client and runtime |"
@@ -1147,46 +1268,51 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     println!("|---|---|---:|---:|---:|---:|---:|");
     let mut ratios = Vec::new();
     for face in ["sync", "async"] {
-        let raw_private = tps("raw", &anchor_name(C::NAME, face, Target::PrivateRow));
-        let raw_single = tps("raw", &anchor_name(C::NAME, face, Target::SingleRow));
-        let raw_client = client_anchor_name(C::NAME, face).and_then(|name| tps("raw", &name));
+        let raw_private = find("raw", &anchor_name(C::NAME, face, Target::PrivateRow));
+        let raw_single = find("raw", &anchor_name(C::NAME, face, Target::SingleRow));
+        let raw_client = client_anchor_name(C::NAME, face).and_then(|name| find("raw", &name));
+        let ceiling = find(
+            face,
+            match face {
+                "sync" => "ceiling",
+                _ => "async ceiling",
+            },
+        );
         for mode in &modes {
             let name = match face {
                 "sync" => mode.name.clone(),
                 _ => format!("async {}", mode.name),
             };
-            let Some(t) = tps(face, &name) else { continue };
-            let ceiling_tps = tps(
-                face,
-                &match face {
-                    "sync" => "ceiling".to_owned(),
-                    _ => "async ceiling".to_owned(),
-                },
-            );
-            let ratio = |of: Option<f64>| of.map(|of| t / of);
-            let show = |r: Option<f64>, digits: usize| {
-                r.map_or("–".to_owned(), |r| format!("{r:.digits$}"))
+            let Some(run) = find(face, &name) else {
+                continue;
             };
-            let (private, single, own, client) = (
-                ratio(raw_private),
-                ratio(raw_single),
-                ratio(ceiling_tps),
-                ratio(raw_client),
-            );
+            let of = |anchor: Option<&Run>| anchor.and_then(|a| PairedRatio::of(run, a));
+            let (private, single, own, client) =
+                (of(raw_private), of(raw_single), of(ceiling), of(raw_client));
+            let show =
+                |r: Option<PairedRatio>, digits: usize| r.map_or("–".into(), |r| r.show(digits));
             println!(
-                "| {face} | {name} | {t:.0} | {} | {} | {} | {} |",
+                "| {face} | {name} | {:.0} | {} | {} | {} | {} |",
+                run.tps,
                 show(private, 3),
                 show(single, 1),
                 show(own, 3),
                 show(client, 3)
             );
-            let json = |r: Option<f64>| r.map_or("null".into(), |r| format!("{r:.4}"));
+            let json = |key: &str, r: Option<PairedRatio>| match r {
+                Some(r) => format!(
+                    "\"{key}\": {:.4}, \"{key}_range\": [{:.4}, {:.4}]",
+                    r.median, r.low, r.high
+                ),
+                None => format!("\"{key}\": null"),
+            };
             ratios.push(format!(
-                "{{\"face\": \"{face}\", \"mode\": \"{name}\", \"tps\": {t:.1}, \"x_raw_private_row\": {}, \"x_raw_single_row\": {}, \"x_library_ceiling\": {}, \"x_raw_client_private_row\": {}}}",
-                json(private),
-                json(single),
-                json(own),
-                json(client),
+                "{{\"face\": \"{face}\", \"mode\": \"{name}\", \"tps\": {:.1}, {}, {}, {}, {}}}",
+                run.tps,
+                json("x_raw_private_row", private),
+                json("x_raw_single_row", single),
+                json("x_library_ceiling", own),
+                json("x_raw_client_private_row", client),
             ));
         }
     }
@@ -1246,6 +1372,8 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     {
         let conn = &mut *pool.get()?;
         conn.batch_execute("DELETE FROM bench_t16_hits_slots; DELETE FROM bench_t64_hits_slots")?;
+        conn.batch_execute("DELETE FROM bench_single")?;
+        conn.batch_execute("INSERT INTO bench_single (id, count) VALUES (1, 0)")?;
         for (table, slots) in [("bench_t16_hits_slots", 16), ("bench_t64_hits_slots", 64)] {
             let rows: Vec<String> = (0..slots).map(|s| format!("(1, {s}, 1)")).collect();
             conn.batch_execute(&format!(
@@ -1442,8 +1570,8 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
             let comma = if i + 1 < runs.len() { "," } else { "" };
             writeln!(
                 json,
-                "    {{\"face\": \"{}\", \"mode\": \"{}\", \"shape\": \"{}\", \"writers\": {}, \"committed\": {}, \"tps\": {:.1}, \"p50_ms\": {}, \"p99_ms\": {}, \"errors\": {}, \"retries\": {}}}{comma}",
-                r.face, r.mode, r.shape.name(), r.writers, r.committed, r.tps, num(r.p50_ms), num(r.p99_ms), r.errors, r.retries
+                "    {{\"face\": \"{}\", \"mode\": \"{}\", \"shape\": \"{}\", \"writers\": {}, \"committed\": {}, \"tps\": {:.1}, \"p50_ms\": {}, \"p99_ms\": {}, \"errors\": {}, \"retries\": {}, \"client_cpu_us_per_tx\": {}, \"machine_cpu_us_per_tx\": {}}}{comma}",
+                r.face, r.mode, r.shape.name(), r.writers, r.committed, r.tps, num(r.p50_ms), num(r.p99_ms), r.errors, r.retries, num(r.client_cpu_us), num(r.machine_cpu_us)
             )?;
         }
         writeln!(
@@ -1548,6 +1676,8 @@ fn parse() -> Result<Options, BoxError> {
         sweep_slots: Vec::new(),
         calls: 2000,
         out: None,
+        shapes: vec![Shape::Bare, Shape::Business],
+        modes: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -1572,6 +1702,17 @@ fn parse() -> Result<Options, BoxError> {
                     .collect::<Result<_, _>>()?
             }
             "--calls" => opts.calls = value()?.parse()?,
+            "--shapes" => {
+                opts.shapes = value()?
+                    .split(',')
+                    .map(|s| match s {
+                        "bare" => Ok(Shape::Bare),
+                        "business" => Ok(Shape::Business),
+                        other => Err(format!("unknown shape {other}: bare, business")),
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "--modes" => opts.modes = value()?.split(',').map(str::to_owned).collect(),
             "--out" => opts.out = Some(value()?.into()),
             "--smoke" => {
                 opts.writers = vec![1, 4];
