@@ -135,3 +135,51 @@ pub async fn median_hold_ms(duration: Duration, n: usize) -> io::Result<f64> {
     times.sort_by(f64::total_cmp);
     Ok(times.get(n / 2).copied().unwrap_or(f64::NAN))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::Hold;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    }
+
+    #[test]
+    fn a_hold_never_ends_early() {
+        runtime().block_on(async {
+            let mut hold = Hold::new().unwrap();
+            for micros in [1, 300, 2_000, 5_000] {
+                let duration = Duration::from_micros(micros);
+                let started = Instant::now();
+                hold.sleep(duration).await.unwrap();
+                assert!(started.elapsed() >= duration, "{micros} µs ended early");
+            }
+        });
+    }
+
+    #[test]
+    fn a_cut_off_hold_does_not_shorten_the_next() {
+        runtime().block_on(async {
+            let mut hold = Hold::new().unwrap();
+            // Armed, polled once, then dropped: its expiry 1 ms later lies unread in the timer.
+            let finished = tokio::select! {
+                biased;
+                _ = hold.sleep(Duration::from_millis(1)) => true,
+                () = std::future::ready(()) => false,
+            };
+            assert!(!finished, "a 1 ms hold finished on its first poll");
+            std::thread::sleep(Duration::from_millis(3));
+            let started = Instant::now();
+            hold.sleep(Duration::from_millis(5)).await.unwrap();
+            assert!(
+                started.elapsed() >= Duration::from_millis(5),
+                "the stale expiry ended the hold"
+            );
+        });
+    }
+}

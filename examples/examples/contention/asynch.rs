@@ -40,6 +40,8 @@ pub(crate) trait AsyncBench: AsyncCounterConnection + 'static {
     ) -> BoxFuture<'c, QueryResult<usize>>;
     /// The single-row counter's column, with Diesel's query builder (cached by type).
     fn read_single(conn: &mut Self) -> BoxFuture<'_, QueryResult<i64>>;
+    /// See `BenchConnection::free_slot`.
+    fn free_slot(conn: &mut Self) -> BoxFuture<'_, QueryResult<Option<i16>>>;
     /// A deadpool pool of diesel-async connections.
     type Pool: Send + Sync;
     /// One of its connections.
@@ -69,6 +71,17 @@ macro_rules! async_bench {
                     bench_single::table.find(1).select(bench_single::count),
                     conn,
                 ))
+            }
+
+            fn free_slot(conn: &mut Self) -> BoxFuture<'_, QueryResult<Option<i16>>> {
+                Box::pin(async move {
+                    let rows: Vec<super::FreeSlot> = diesel_async::RunQueryDsl::load(
+                        diesel::sql_query(super::MYSQL_SKIP_LOCKED),
+                        conn,
+                    )
+                    .await?;
+                    Ok(rows.first().map(|row| row.slot))
+                })
             }
 
             type Pool = Pool<$conn>;
@@ -122,6 +135,41 @@ pub(crate) fn slotted<A: AsyncBench, T: CounterTable<Key = i32>>() -> AsyncOp<A>
 pub(crate) fn private<A: AsyncBench, T: CounterTable<Key = i32>>() -> AsyncOp<A> {
     Box::new(|conn, writer| {
         Box::pin(async move { Counter::<T>::of(writer).increment_async(conn).await })
+    })
+}
+
+/// The `skip-locked` candidate, as the sync mode's (see `BenchConnection::skip_locked`).
+pub(crate) fn skip_locked<A: AsyncBench>() -> AsyncOp<A> {
+    Box::new(|conn, _| {
+        Box::pin(async move {
+            let updated = if <A::Backend as slotted_core::CounterBackend>::DIALECT
+                == slotted_core::Dialect::Postgres
+            {
+                A::run(
+                    conn,
+                    HandWritten::<super::SkipLocked>::new(super::PG_SKIP_LOCKED, &[]),
+                )
+                .await?
+            } else {
+                match A::free_slot(conn).await? {
+                    Some(slot) => {
+                        let binds = [Bind::SmallInt(slot)];
+                        A::run(
+                            conn,
+                            HandWritten::<super::SlotUpdate>::new(super::SLOT_UPDATE, &binds),
+                        )
+                        .await?
+                    }
+                    None => 0,
+                }
+            };
+            if updated == 0 {
+                Counter::<super::bench_k64_hits_slots::table>::of(1)
+                    .increment_async(conn)
+                    .await?;
+            }
+            Ok(())
+        })
     })
 }
 
@@ -316,6 +364,16 @@ impl<A: AsyncBench> AsyncSide<A> {
 /// One timed operation on an async connection, given the call's index.
 pub type TimedOp<'a, A> =
     &'a (dyn for<'c> Fn(&'c mut A, i32) -> BoxFuture<'c, Result<(), BoxError>> + Send + Sync);
+
+/// The `hand-written ceiling`: [`hand_written_upsert`] into the writer's own record.
+pub(crate) fn hand_written_ceiling<C: BenchConnection>() -> AsyncOp<C::Async> {
+    Box::new(|conn, writer| {
+        Box::pin(async move {
+            hand_written_upsert::<C, _>(conn, writer).await?;
+            Ok(())
+        })
+    })
+}
 
 /// The library's upsert for `T1`, slot 0, written by hand and prepared, on an async connection.
 pub(crate) fn hand_written_upsert<C: BenchConnection, A: AsyncBench>(

@@ -25,6 +25,12 @@
 //!   `increment` with each slot strategy;
 //! - `ceiling`: every writer increments a record of its own with one slot: the library's own
 //!   upsert with no row shared, the most the database does without contention;
+//! - `hand-written ceiling`: the ceiling with the library's upsert written by hand and prepared
+//!   (`ceiling` against it is what the library's own code costs in a transaction);
+//! - PostgreSQL and MySQL, `skip-locked (64)`: a candidate strategy the library
+//!   does not have, written by hand: each write adds to the first of 64 pre-created slots that
+//!   no other transaction holds (`FOR UPDATE SKIP LOCKED`; one statement on PostgreSQL, two on
+//!   MySQL), falling back to the library's increment when all are held;
 //! - MySQL, sync only: `ceiling, Diesel's conn.transaction`, the ceiling in Diesel's own
 //!   transactions instead of the retry helper's (whose `BEGIN` and `COMMIT` are prepared).
 //!
@@ -108,6 +114,7 @@ bench_models! {
     C64, bench_c64, 64, connection;
     C128, bench_c128, 128, connection;
     P64, bench_p64, 64, thread, prefill;
+    K64, bench_k64, 64, connection, prefill;
 }
 
 /// A bound value of a [`HandWritten`] statement.
@@ -198,6 +205,30 @@ const MYSQL_UPSERT: &[&str] = &[
     "",
 ];
 
+/// The `skip-locked` candidate on PostgreSQL: one statement adds to the first pre-created slot
+/// of record 1 that no other transaction holds (0 rows when all are held).
+const PG_SKIP_LOCKED: &[&str] = &["UPDATE bench_k64_hits_slots SET count = count + 1 \
+     WHERE (record_id, slot) = (SELECT record_id, slot FROM bench_k64_hits_slots \
+     WHERE record_id = 1 LIMIT 1 FOR UPDATE SKIP LOCKED)"];
+/// The same on MySQL and MariaDB takes two statements: this one locks a free slot (MariaDB
+/// does not skip locked rows inside a derived table of an `UPDATE`, measured: it waits)...
+const MYSQL_SKIP_LOCKED: &str =
+    "SELECT slot FROM bench_k64_hits_slots WHERE record_id = 1 LIMIT 1 FOR UPDATE SKIP LOCKED";
+/// ... and this one adds to it.
+const SLOT_UPDATE: &[&str] = &[
+    "UPDATE bench_k64_hits_slots SET count = count + 1 WHERE record_id = 1 AND slot = ",
+    "",
+];
+enum SkipLocked {}
+enum SlotUpdate {}
+
+/// The slot [`MYSQL_SKIP_LOCKED`] locked.
+#[derive(QueryableByName)]
+struct FreeSlot {
+    #[diesel(sql_type = SmallInt)]
+    slot: i16,
+}
+
 /// What differs per backend: DDL, the hand-written upsert, and running a hand-written statement.
 trait BenchConnection: CounterConnection + R2D2Connection + SimpleConnection + Send + 'static {
     const NAME: &'static str;
@@ -228,6 +259,24 @@ trait BenchConnection: CounterConnection + R2D2Connection + SimpleConnection + S
 
     fn read_single(&mut self) -> QueryResult<i64>;
 
+    /// The `skip-locked` candidate's write: adds 1 to a pre-created slot of record 1 that no
+    /// other transaction holds; 0 rows when every one is held.
+    fn skip_locked(&mut self) -> QueryResult<usize> {
+        if Self::NAME == "postgres" {
+            return self.run(HandWritten::<SkipLocked>::new(PG_SKIP_LOCKED, &[]));
+        }
+        match self.free_slot()? {
+            Some(slot) => self.run(HandWritten::<SlotUpdate>::new(
+                SLOT_UPDATE,
+                &[Bind::SmallInt(slot)],
+            )),
+            None => Ok(0),
+        }
+    }
+
+    /// [`MYSQL_SKIP_LOCKED`].
+    fn free_slot(&mut self) -> QueryResult<Option<i16>>;
+
     /// The library's upsert for `T1`, slot 0, with Diesel's query builder.
     fn dsl_upsert(&mut self, key: i32) -> QueryResult<usize>;
 }
@@ -251,6 +300,11 @@ macro_rules! bench_connection {
                     .find(1)
                     .select(bench_single::count)
                     .first(self)
+            }
+
+            fn free_slot(&mut self) -> QueryResult<Option<i16>> {
+                let rows: Vec<FreeSlot> = diesel::sql_query(MYSQL_SKIP_LOCKED).load(self)?;
+                Ok(rows.first().map(|row| row.slot))
             }
 
             fn dsl_upsert(&mut self, key: i32) -> QueryResult<usize> {
@@ -429,6 +483,45 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
             ),
         },
     ];
+    // The ceiling with the library's upsert written by hand (prepared, into a one-slot table,
+    // a record per writer): what the library's own code costs inside a business transaction.
+    all.push(Mode {
+        name: "hand-written ceiling".into(),
+        increment: Box::new(|conn: &mut C, writer| {
+            Ok(conn.hand_written_upsert(writer).map(drop)?)
+        }),
+        total: Box::new(move |conn: &mut C| {
+            let writers: Vec<i32> = (0..max_writers as i32).collect();
+            Ok(T1::hits_totals(&writers, conn)?.values().sum())
+        }),
+        table: "bench_t1_hits_slots".into(),
+        prefill: false,
+        diesel_tx: false,
+        #[cfg(feature = "async")]
+        async_increment: Arc::new(asynch::hand_written_ceiling::<C>()),
+    });
+    if C::NAME != "sqlite" {
+        // A candidate strategy, written by hand: a server-side choice of a slot nobody holds,
+        // `FOR UPDATE SKIP LOCKED` over 64 pre-created slots; when every slot is held, the
+        // library's increment (`connection`) adds beside them.
+        all.push(Mode {
+            name: "skip-locked (64)".into(),
+            increment: Box::new(|conn: &mut C, _| {
+                if conn.skip_locked()? == 0 {
+                    Counter::<bench_k64_hits_slots::table>::of(1).increment(conn)?;
+                }
+                Ok(())
+            }),
+            total: Box::new(|conn: &mut C| {
+                Counter::<bench_k64_hits_slots::table>::of(1).total(conn)
+            }),
+            table: "bench_k64_hits_slots".into(),
+            prefill: true,
+            diesel_tx: false,
+            #[cfg(feature = "async")]
+            async_increment: Arc::new(asynch::skip_locked::<C::Async>()),
+        });
+    }
     if C::NAME == "mysql" {
         // The ceiling again, in Diesel's `conn.transaction`: what Diesel's MySQL transaction
         // manager costs (it turns multi-statements on and off around `BEGIN` and `COMMIT`,
@@ -669,9 +762,11 @@ fn reset<C: BenchConnection>(conn: &mut C, mode: &Mode<C>) -> Result<(), BoxErro
     if mode.table == "bench_single" {
         conn.batch_execute("INSERT INTO bench_single (id, count) VALUES (1, 0)")?;
     }
-    if mode.prefill {
-        bench_p64_hits_slots::table.create_slots(&[1], conn)?;
-    }
+    let _created = match (mode.prefill, mode.table.as_str()) {
+        (true, "bench_k64_hits_slots") => bench_k64_hits_slots::table.create_slots(&[1], conn)?,
+        (true, _) => bench_p64_hits_slots::table.create_slots(&[1], conn)?,
+        (false, _) => 0,
+    };
     Ok(())
 }
 
@@ -974,6 +1069,7 @@ fn setup<C: BenchConnection>(conn: &mut C) -> Result<(), BoxError> {
         C64::COUNTERS,
         C128::COUNTERS,
         P64::COUNTERS,
+        K64::COUNTERS,
     ]
     .concat();
     for spec in &specs {
