@@ -17,7 +17,7 @@ pub enum SlotStrategy {
     /// several processes start at different offsets. With a connection pool each thread writes through one connection at
     /// a time, so this keeps concurrent transactions on different rows. It does not hold under
     /// async runtimes, where thousands of tasks share two worker threads: measured with 32
-    /// tasks on a 2-worker tokio runtime, it reached only 1.4–1.6× the single-row counter.
+    /// tasks on a 2-worker tokio runtime, it reached only 1.4–2.1× the single-row counter.
     Thread,
     /// A slot drawn at random for every write, as in the articles the pattern comes from. Two
     /// of `w` concurrent writers over `n` slots collide with probability about `w²/2n`.
@@ -37,7 +37,7 @@ pub enum SlotStrategy {
     /// safe for statement-based replication. SQLite has no connection identity and lets one
     /// writer in at a time: there it writes like [`SlotStrategy::Thread`].
     ///
-    /// The default: it held under both runtimes in the contention benchmark (0.95–1.02× the
+    /// The default: it held under both runtimes in the contention benchmark (0.94–1.07× the
     /// private-row ceiling, sync threads and async tasks, PostgreSQL and MariaDB) and on a Galera
     /// cluster. Its one weakness: connection ids of a long-lived pool that replaced some of its
     /// connections are no longer consecutive, and then two may share a slot (as with `random`).
