@@ -414,6 +414,14 @@ fn slotted<C: BenchConnection, T: CounterTable<Key = i32>>(name: &str) -> Mode<C
     }
 }
 
+/// The sum of every writer's own record of `T` (the ceilings: a record per writer).
+fn per_writer_total<C: BenchConnection, T: CounterTable<Key = i32>>(max_writers: u32) -> Total<C> {
+    Box::new(move |conn: &mut C| {
+        let writers: Vec<i32> = (0..max_writers as i32).collect();
+        Ok(Counter::<T>::totals(&writers, conn)?.values().sum())
+    })
+}
+
 fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>>, BoxError> {
     macro_rules! strategies {
         ($t:ident, $r:ident, $c:ident) => {
@@ -469,11 +477,7 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
             increment: Box::new(|conn: &mut C, writer| {
                 Counter::<bench_private_hits_slots::table>::of(writer).increment(conn)
             }),
-            total: Box::new(move |conn: &mut C| {
-                let writers: Vec<i32> = (0..max_writers as i32).collect();
-                let totals = Private::hits_totals(&writers, conn)?;
-                Ok(totals.values().sum())
-            }),
+            total: per_writer_total::<C, bench_private_hits_slots::table>(max_writers),
             table: "bench_private_hits_slots".into(),
             prefill: false,
             diesel_tx: false,
@@ -490,10 +494,7 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
         increment: Box::new(|conn: &mut C, writer| {
             Ok(conn.hand_written_upsert(writer).map(drop)?)
         }),
-        total: Box::new(move |conn: &mut C| {
-            let writers: Vec<i32> = (0..max_writers as i32).collect();
-            Ok(T1::hits_totals(&writers, conn)?.values().sum())
-        }),
+        total: per_writer_total::<C, bench_t1_hits_slots::table>(max_writers),
         table: "bench_t1_hits_slots".into(),
         prefill: false,
         diesel_tx: false,
@@ -531,10 +532,7 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
             increment: Box::new(|conn: &mut C, writer| {
                 Counter::<bench_private_hits_slots::table>::of(writer).increment(conn)
             }),
-            total: Box::new(move |conn: &mut C| {
-                let writers: Vec<i32> = (0..max_writers as i32).collect();
-                Ok(Private::hits_totals(&writers, conn)?.values().sum())
-            }),
+            total: per_writer_total::<C, bench_private_hits_slots::table>(max_writers),
             table: "bench_private_hits_slots".into(),
             prefill: false,
             diesel_tx: true,
