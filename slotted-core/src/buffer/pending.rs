@@ -10,10 +10,13 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub(crate) use super::signal::Signal;
-use super::{BufferConfig, BufferStats};
+use stats::Tally;
+
+mod stats;
+use super::BufferConfig;
 use crate::dialect::Dialect;
 use crate::error::{Error, Result};
 use crate::key::RawKey;
@@ -88,23 +91,6 @@ pub(crate) struct Chunk {
     pub rows: Vec<Row>,
     /// A COMMIT of it failed: it may be in the database already.
     pub in_doubt: bool,
-}
-
-/// Statistics kept as they happen; [`Core::stats`] adds the shards' figures.
-#[derive(Default)]
-struct Tally {
-    flushed_adds: AtomicU64,
-    flushes: AtomicU64,
-    flushed_rows: AtomicU64,
-    transactions: AtomicU64,
-    last_flush_rows: AtomicU64,
-    last_latency_us: AtomicU64,
-    max_latency_us: AtomicU64,
-    total_latency_us: AtomicU64,
-    failed_flushes: AtomicU64,
-    commits_in_doubt: AtomicU64,
-    refusals: AtomicU64,
-    last_error: Mutex<Option<String>>,
 }
 
 /// Failure injection for the tests (hidden API).
@@ -477,39 +463,7 @@ impl Core {
         due
     }
 
-    pub(crate) fn note_error(&self, e: &Error) {
-        *lock(&self.tally.last_error) = Some(e.to_string());
-    }
-
     fn unflushed_adds(&self) -> u64 {
         self.shards.iter().map(|s| lock(s).unflushed_adds).sum()
-    }
-
-    pub(crate) fn stats(&self) -> BufferStats {
-        let (mut adds, mut unflushed) = (0, 0);
-        for shard in &self.shards {
-            let shard = lock(shard);
-            adds += shard.adds;
-            unflushed += shard.unflushed_adds;
-        }
-        let t = &self.tally;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        BufferStats {
-            pending_keys: self.keys.load(Ordering::Acquire),
-            unflushed_adds: unflushed,
-            adds,
-            flushed_adds: get(&t.flushed_adds),
-            flushes: get(&t.flushes),
-            flushed_rows: get(&t.flushed_rows),
-            transactions: get(&t.transactions),
-            last_flush_rows: get(&t.last_flush_rows),
-            last_flush_latency: Duration::from_micros(get(&t.last_latency_us)),
-            max_flush_latency: Duration::from_micros(get(&t.max_latency_us)),
-            total_flush_time: Duration::from_micros(get(&t.total_latency_us)),
-            failed_flushes: get(&t.failed_flushes),
-            commits_in_doubt: get(&t.commits_in_doubt),
-            refusals: get(&t.refusals),
-            last_error: lock(&t.last_error).clone(),
-        }
     }
 }
