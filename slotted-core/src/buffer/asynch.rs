@@ -224,10 +224,7 @@ impl AsyncCounterBuffer {
     #[doc(hidden)]
     /// Tests: reports the next `n` successful COMMITs as lost connections.
     pub fn __lose_commit_outcomes(&self, n: u64) {
-        self.core
-            .faults
-            .lose_commits
-            .store(n, std::sync::atomic::Ordering::SeqCst);
+        self.core.faults.lose_commit_outcomes(n);
     }
 }
 

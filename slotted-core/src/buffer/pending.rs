@@ -102,6 +102,18 @@ pub(crate) struct Faults {
     pub skip_lookup: AtomicBool,
 }
 
+impl Faults {
+    /// Reports the next `n` successful COMMITs as lost connections.
+    pub(crate) fn lose_commit_outcomes(&self, n: u64) {
+        self.lose_commits.store(n, Ordering::SeqCst);
+    }
+
+    /// Retries chunks in doubt without looking their id up first.
+    pub(crate) fn skip_flush_lookup(&self, skip: bool) {
+        self.skip_lookup.store(skip, Ordering::SeqCst);
+    }
+}
+
 /// Why an add was not taken.
 pub(crate) enum Refused {
     /// The bound is reached: wait for a flush, or refuse.

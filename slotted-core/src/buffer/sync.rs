@@ -170,19 +170,13 @@ impl CounterBuffer {
     #[doc(hidden)]
     /// Tests: reports the next `n` successful COMMITs as lost connections.
     pub fn __lose_commit_outcomes(&self, n: u64) {
-        self.core
-            .faults
-            .lose_commits
-            .store(n, std::sync::atomic::Ordering::SeqCst);
+        self.core.faults.lose_commit_outcomes(n);
     }
 
     #[doc(hidden)]
     /// Tests: retry chunks in doubt without looking their id up first.
     pub fn __skip_flush_lookup(&self, skip: bool) {
-        self.core
-            .faults
-            .skip_lookup
-            .store(skip, std::sync::atomic::Ordering::SeqCst);
+        self.core.faults.skip_flush_lookup(skip);
     }
 }
 
