@@ -615,15 +615,19 @@ async fn run_tasks<T: RawTask>(
 
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(tokio::sync::Barrier::new(conns.len() + 1));
+    // The timers are made before the tasks: a task that failed before the barrier would hang it.
+    let timers = (0..conns.len())
+        .map(|_| crate::hold::Hold::new())
+        .collect::<Result<Vec<_>, _>>()?;
     let tasks: Vec<_> = conns
         .into_iter()
+        .zip(timers)
         .enumerate()
-        .map(|(w, mut conn)| {
+        .map(|(w, (mut conn, mut timer))| {
             let (stop, barrier) = (stop.clone(), barrier.clone());
             tokio::spawn(async move {
                 let w = w as i32;
                 let mut load = Load::default();
-                let mut timer = crate::hold::Hold::new()?;
                 barrier.wait().await;
                 while !stop.load(Ordering::Relaxed) {
                     let started = Instant::now();
@@ -643,7 +647,7 @@ async fn run_tasks<T: RawTask>(
                         }
                     }
                 }
-                Ok::<_, std::io::Error>(load)
+                load
             })
         })
         .collect();
@@ -652,7 +656,7 @@ async fn run_tasks<T: RawTask>(
     stop.store(true, Ordering::Relaxed);
     let mut loads = Vec::new();
     for task in tasks {
-        loads.push(task.await??);
+        loads.push(task.await?);
     }
     Ok(merge(loads, seconds))
 }

@@ -235,11 +235,12 @@ impl<A: AsyncBench> AsyncSide<A> {
             let mut tasks = Vec::new();
             for w in 0..writers as i32 {
                 let mut conn = A::get(&self.pool).await?;
+                // Made before the task: a writer that failed before the barrier would hang it.
+                let mut timer = Hold::new()?;
                 let (stop, barrier, op) = (stop.clone(), barrier.clone(), op.clone());
                 tasks.push(tokio::spawn(async move {
                     let conn: &mut A = &mut conn;
                     let mut tally = Tally::default();
-                    let mut timer = Hold::new()?;
                     barrier.wait().await;
                     while !stop.load(Ordering::Relaxed) {
                         let started = Instant::now();
@@ -270,7 +271,7 @@ impl<A: AsyncBench> AsyncSide<A> {
                             Err(_) => tally.errors += 1,
                         }
                     }
-                    Ok::<_, std::io::Error>(tally)
+                    tally
                 }));
             }
             barrier.wait().await;
@@ -278,7 +279,7 @@ impl<A: AsyncBench> AsyncSide<A> {
             stop.store(true, Ordering::Relaxed);
             let mut tallies = Vec::new();
             for task in tasks {
-                tallies.push(task.await??);
+                tallies.push(task.await?);
             }
             Ok::<_, BoxError>(tallies)
         })?;

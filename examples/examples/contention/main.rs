@@ -737,13 +737,14 @@ impl CpuTimes {
             .map(|f| f.parse().unwrap_or(f64::NAN))
             .collect();
         let all = std::fs::read_to_string("/proc/stat").ok()?;
-        // `cpu  user nice system idle iowait irq softirq steal …`: busy is all but idle and iowait.
+        // `cpu  user nice system idle iowait irq softirq steal …`: busy is user to softirq but
+        // idle and iowait (steal is time a hypervisor gave to other machines).
         let machine: Vec<f64> = all
             .lines()
             .next()?
             .split_whitespace()
             .skip(1)
-            .take(8)
+            .take(7)
             .map(|f| f.parse().unwrap_or(f64::NAN))
             .collect();
         let busy = machine.iter().sum::<f64>() - machine.get(3)? - machine.get(4)?;
