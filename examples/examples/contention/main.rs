@@ -9,7 +9,7 @@
 //! Options: `--writers 1,8,32,64`, `--seconds 2` (per measurement), `--rounds 3` (each mode
 //! runs once per round, in turn; the median round counts), `--hold-ms 2` (the business
 //! transaction's other work), `--slots 64` (the slotted modes), `--sweep-writers 32`,
-//! `--sweep-slots 1,16,64,128` (default: 1 to 128), `--out docs/bench` (JSON, TSV and SVG),
+//! `--sweep-slots 1,16,64,128` (default: 1 to 128; `none`: no sweep), `--out docs/bench` (JSON, TSV and SVG),
 //! `--calls 2000` (per timing of the single-threaded reads and increments), `--shapes
 //! bare,business`, `--modes single-row,ceiling,…` (by name; `single-row` and `ceiling` bring
 //! their raw anchors), `--smoke` (a few seconds in all, for CI). Server URLs come from `PG_DATABASE_URL` and
@@ -634,8 +634,9 @@ struct Options {
     slots: u32,
     sweep_writers: u32,
     rounds: u32,
-    /// The sweep's slot counts; empty: all of them.
-    sweep_slots: Vec<u32>,
+    /// The sweep's slot counts: `None`, all of them; `Some(vec![])` (`--sweep-slots none`), no
+    /// sweep.
+    sweep_slots: Option<Vec<u32>>,
     /// Calls per timing of the single-threaded reads and increments.
     calls: i32,
     out: Option<std::path::PathBuf>,
@@ -1413,7 +1414,13 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
     }
 
     // The slot-count sweep: every strategy, sync and async.
-    println!("\n## slot-count sweep: {w} writers, business transactions (tx/s)\n");
+    let sweeping = opts
+        .sweep_slots
+        .as_ref()
+        .is_none_or(|slots| !slots.is_empty());
+    if sweeping {
+        println!("\n## slot-count sweep: {w} writers, business transactions (tx/s)\n");
+    }
     let sweep_all = sweep_modes::<C>();
     let faces: &[&str] = if cfg!(feature = "async") {
         &["sync", "async"]
@@ -1429,11 +1436,17 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
             })
         })
         .collect();
-    println!("| slots | {} |", columns.join(" | "));
-    println!("|---:|{}", "---:|".repeat(columns.len()));
+    if sweeping {
+        println!("| slots | {} |", columns.join(" | "));
+        println!("|---:|{}", "---:|".repeat(columns.len()));
+    }
     let mut sweep: Vec<(u32, Vec<f64>)> = Vec::new();
     for (slots, strategies) in &sweep_all {
-        if !opts.sweep_slots.is_empty() && !opts.sweep_slots.contains(slots) {
+        if opts
+            .sweep_slots
+            .as_ref()
+            .is_some_and(|wanted| !wanted.contains(slots))
+        {
             continue;
         }
         let refs: Vec<&Mode<C>> = strategies.iter().collect();
@@ -1457,10 +1470,12 @@ fn run<C: BenchConnection>(url: &str, opts: &Options, pragmas: bool) -> Result<(
         .zip(&smallest)
         .map(|(c, s)| format!("{c} {s}"))
         .collect();
-    println!(
-        "\nsmallest slot count within 5% of the best: {}",
-        within.join(", ")
-    );
+    if sweeping {
+        println!(
+            "\nsmallest slot count within 5% of the best: {}",
+            within.join(", ")
+        );
+    }
 
     // The read side and the library's own cost, single-threaded.
     let reads = opts.calls;
@@ -1768,7 +1783,7 @@ fn parse() -> Result<Options, BoxError> {
         slots: 64,
         sweep_writers: 32,
         rounds: 3,
-        sweep_slots: Vec::new(),
+        sweep_slots: None,
         calls: 2000,
         out: None,
         shapes: vec![Shape::Bare, Shape::Business],
@@ -1791,10 +1806,10 @@ fn parse() -> Result<Options, BoxError> {
             "--sweep-writers" => opts.sweep_writers = value()?.parse()?,
             "--rounds" => opts.rounds = value()?.parse()?,
             "--sweep-slots" => {
-                opts.sweep_slots = value()?
-                    .split(',')
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()?
+                opts.sweep_slots = Some(match value()?.as_str() {
+                    "none" => Vec::new(),
+                    list => list.split(',').map(str::parse).collect::<Result<_, _>>()?,
+                })
             }
             "--calls" => opts.calls = value()?.parse()?,
             "--shapes" => {
@@ -1814,7 +1829,7 @@ fn parse() -> Result<Options, BoxError> {
                 opts.seconds = 0.2;
                 opts.sweep_writers = 4;
                 opts.rounds = 1;
-                opts.sweep_slots = vec![1, 16];
+                opts.sweep_slots = Some(vec![1, 16]);
                 opts.calls = 200;
             }
             other => {
