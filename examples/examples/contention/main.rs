@@ -60,7 +60,7 @@ use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool, R2D2Connection}
 use diesel::serialize::ToSql;
 use diesel::sql_types::{BigInt, Integer, SmallInt};
 use slotted_core::{
-    transaction_with_retry, Counter, CounterConnection, CounterMaintenance, CounterTable,
+    transaction_with_retry, Counter, CounterConnection, CounterTable, PrefilledCounterTable,
     RetryPolicy, SlottedCounter,
 };
 use slotted_examples::anchors::{self, Target};
@@ -392,7 +392,8 @@ struct Mode<C: BenchConnection> {
     increment: Op<C>,
     total: Total<C>,
     table: String,
-    prefill: bool,
+    /// Pre-creates the slots of record 1, for a mode that writes into pre-created slots.
+    prefill: Option<Prefill<C>>,
     /// Business transactions run in Diesel's `conn.transaction` instead of slotted's retry
     /// helper (sync only: a diagnosis of Diesel's MySQL transactions, see `modes`).
     diesel_tx: bool,
@@ -407,11 +408,20 @@ fn slotted<C: BenchConnection, T: CounterTable<Key = i32>>(name: &str) -> Mode<C
         increment: Box::new(|conn, _| Counter::<T>::of(1).increment(conn)),
         total: Box::new(|conn| Counter::<T>::of(1).total(conn)),
         table: T::SPEC.table.to_owned(),
-        prefill: T::SPEC.prefill,
+        prefill: None,
         diesel_tx: false,
         #[cfg(feature = "async")]
         async_increment: Arc::new(asynch::slotted::<C::Async, T>()),
     }
+}
+
+/// Creates the slot rows of record 1 of `T`.
+type Prefill<C> = fn(&mut C) -> slotted_core::Result<u64>;
+
+fn prefill_record_1<C: BenchConnection, T: PrefilledCounterTable<Key = i32>>(
+    conn: &mut C,
+) -> slotted_core::Result<u64> {
+    Counter::<T>::of(1).create_slots(conn)
 }
 
 /// The sum of every writer's own record of `T` (the ceilings: a record per writer).
@@ -457,13 +467,14 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
     };
     let mut prefill = slotted::<C, bench_p64_hits_slots::table>("slotted-prefill");
     prefill.name = "slotted-prefill (64)".into();
+    prefill.prefill = Some(prefill_record_1::<C, bench_p64_hits_slots::table>);
     let mut all = vec![
         Mode {
             name: "single-row".into(),
             increment: Box::new(|conn: &mut C, _| Ok(conn.single_row().map(drop)?)),
             total: Box::new(|conn: &mut C| Ok(conn.read_single()?)),
             table: "bench_single".into(),
-            prefill: false,
+            prefill: None,
             diesel_tx: false,
             #[cfg(feature = "async")]
             async_increment: Arc::new(asynch::single_row()),
@@ -479,7 +490,7 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
             }),
             total: per_writer_total::<C, bench_private_hits_slots::table>(max_writers),
             table: "bench_private_hits_slots".into(),
-            prefill: false,
+            prefill: None,
             diesel_tx: false,
             #[cfg(feature = "async")]
             async_increment: Arc::new(
@@ -496,7 +507,7 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
         }),
         total: per_writer_total::<C, bench_t1_hits_slots::table>(max_writers),
         table: "bench_t1_hits_slots".into(),
-        prefill: false,
+        prefill: None,
         diesel_tx: false,
         #[cfg(feature = "async")]
         async_increment: Arc::new(asynch::hand_written_ceiling::<C>()),
@@ -517,7 +528,7 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
                 Counter::<bench_k64_hits_slots::table>::of(1).total(conn)
             }),
             table: "bench_k64_hits_slots".into(),
-            prefill: true,
+            prefill: Some(prefill_record_1::<C, bench_k64_hits_slots::table>),
             diesel_tx: false,
             #[cfg(feature = "async")]
             async_increment: Arc::new(asynch::skip_locked::<C::Async>()),
@@ -534,7 +545,7 @@ fn modes<C: BenchConnection>(slots: u32, max_writers: u32) -> Result<Vec<Mode<C>
             }),
             total: per_writer_total::<C, bench_private_hits_slots::table>(max_writers),
             table: "bench_private_hits_slots".into(),
-            prefill: false,
+            prefill: None,
             diesel_tx: true,
             #[cfg(feature = "async")]
             async_increment: Arc::new(
@@ -762,11 +773,9 @@ fn reset<C: BenchConnection>(conn: &mut C, mode: &Mode<C>) -> Result<(), BoxErro
     if mode.table == "bench_single" {
         conn.batch_execute("INSERT INTO bench_single (id, count) VALUES (1, 0)")?;
     }
-    let _created = match (mode.prefill, mode.table.as_str()) {
-        (true, "bench_k64_hits_slots") => bench_k64_hits_slots::table.create_slots(&[1], conn)?,
-        (true, _) => bench_p64_hits_slots::table.create_slots(&[1], conn)?,
-        (false, _) => 0,
-    };
+    if let Some(prefill) = mode.prefill {
+        prefill(conn)?;
+    }
     Ok(())
 }
 
