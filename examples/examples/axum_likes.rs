@@ -1,6 +1,8 @@
 //! An axum service that counts likes with slotted's async face: a deadpool pool of diesel-async
 //! connections, migrations run at start, graceful shutdown on Ctrl-C or SIGTERM. The routes and
-//! the error mapping are in `examples/src/web.rs`.
+//! the error mapping are in `examples/src/web.rs`, where every database call runs through a
+//! `slotted_core::CancelGuard`, so a client that hangs up mid-call never leaves a broken
+//! connection in the pool (docs/guide/async-and-cancellation.md).
 //!
 //!     cargo run --example axum_likes --features async,postgres -- \
 //!         --database-url postgres://postgres@127.0.0.1:5432/test

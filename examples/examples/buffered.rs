@@ -20,9 +20,9 @@
 //! ones after `shutdown`), or the program fails. Then the memory a pending key takes, counted
 //! by a counting allocator. Writes `docs/bench/buffered-{backend}.{txt,json}` (`--out`).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use slotted_examples::alloc::{live_bytes, Counting};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -30,26 +30,12 @@ use diesel::connection::SimpleConnection;
 use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool, R2D2Connection};
 use diesel_migrations::MigrationHarness;
 use slotted_core::{
-    BufferConfig, BufferStats, CounterBuffer, CounterConnection, CounterMigrations, SlottedCounter,
+    buffer::BufferConfig, buffer::BufferStats, buffer::CounterBuffer, CounterConnection,
+    CounterMigrations, SlottedCounter,
 };
 use slotted_examples::BoxError;
 
 /// Counts the bytes allocated and not freed, for the memory per pending key.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
@@ -207,7 +193,7 @@ where
     let urls: Vec<String> = (0..KEYS)
         .map(|i| format!("https://example.com/{i:08}"))
         .collect();
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live_bytes();
     for (i, url) in urls.iter().enumerate() {
         if text {
             Page::views_of(url.as_str()).increment_buffered(&buffer)?;
@@ -215,7 +201,7 @@ where
             Bench::hits_of(i as i32).increment_buffered(&buffer)?;
         }
     }
-    let bytes = (LIVE.load(Ordering::Relaxed) - before) as f64 / KEYS as f64;
+    let bytes = (live_bytes() - before) as f64 / KEYS as f64;
     buffer.shutdown()?;
     Ok(bytes)
 }

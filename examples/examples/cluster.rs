@@ -30,6 +30,21 @@
 //!   process (so `lib-thread` gives every writer its own slot, like `private`).
 //!
 //! Every mode's total is checked, on every node, against the increments committed.
+//!
+//! With `--maintenance`, it measures maintenance beside writers instead: writers in business
+//! transactions (the library's `increment` of two records of `--records`, held open `--hold-ms`,
+//! through `transaction_with_retry`), first alone, then while one more connection (on the last
+//! node) runs `compact_all(MAINTENANCE_BATCH)` passes back to back. It prints passes completed
+//! and failed, slot rows folded per second, batches rerun, records left for a later pass, and
+//! the writers' transactions/s against writers alone, and checks every total. With one URL it
+//! runs on that single server (`postgres://…` needs the `postgres` feature). `--append FILE`
+//! adds the table, headed by `--label` and the command, to FILE.
+//!
+//! ```sh
+//! cargo run --release --example cluster --features mysql,postgres -- --maintenance \
+//!     --urls "$(scripts/galera urls)" --writers-per-node 8 --hold-ms 2 --label after \
+//!     --append docs/bench/cluster-maintenance.txt
+//! ```
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,7 +55,7 @@ use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Integer, SmallInt};
 use diesel_migrations::MigrationHarness;
-use slotted_core::{CounterMigrations, Retryable, SlottedCounter};
+use slotted_core::{retry::Retryable, CounterMigrations, SlottedCounter};
 use slotted_examples::chart::{throughput_chart, Series};
 use slotted_examples::BoxError;
 
@@ -73,6 +88,10 @@ struct Options {
     slots: i16,
     hold: Duration,
     out: Option<std::path::PathBuf>,
+    maintenance: bool,
+    records: i32,
+    label: String,
+    append: Option<std::path::PathBuf>,
 }
 
 fn options() -> Result<Options, BoxError> {
@@ -89,6 +108,10 @@ fn options() -> Result<Options, BoxError> {
         slots: 16,
         hold: Duration::ZERO,
         out: None,
+        maintenance: false,
+        records: 20,
+        label: String::new(),
+        append: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -106,6 +129,10 @@ fn options() -> Result<Options, BoxError> {
             "--slots" => o.slots = value()?.parse()?,
             "--hold-ms" => o.hold = Duration::from_millis(value()?.parse()?),
             "--out" => o.out = Some(value()?.into()),
+            "--maintenance" => o.maintenance = true,
+            "--records" => o.records = value()?.parse()?,
+            "--label" => o.label = value()?,
+            "--append" => o.append = Some(value()?.into()),
             "--smoke" => (o.seconds, o.per_node, o.rounds) = (0.3, vec![1], 1),
             _ => {
                 return Err(format!(
@@ -114,6 +141,9 @@ fn options() -> Result<Options, BoxError> {
                 .into())
             }
         }
+    }
+    if o.maintenance && !o.urls.is_empty() {
+        return Ok(o);
     }
     if o.urls.len() < 2 {
         return Err("--urls (or SLOTTED_GALERA_URLS): the nodes' URLs, comma-separated, at least 2 (scripts/galera urls)".into());
@@ -311,6 +341,9 @@ fn run(o: &Options, urls: &[String], mode: &str, id: i32, writers: usize) -> Res
 
 fn main() -> Result<(), BoxError> {
     let o = options()?;
+    if o.maintenance {
+        return maintenance::main(&o);
+    }
     let nodes = o.urls.len();
     let db = "slotted_bench_cluster";
     let mut admin = MysqlConnection::establish(&o.urls[0])?;
@@ -424,4 +457,256 @@ fn main() -> Result<(), BoxError> {
     }
     let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db}"));
     Ok(())
+}
+
+/// `--maintenance`: compaction beside writers in business transactions.
+mod maintenance {
+    use std::fmt::Write as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Barrier;
+    use std::time::{Duration, Instant};
+
+    use slotted_core::{
+        retry::transaction_with_retry, retry::RetryPolicy, CounterMaintenance, CounterMigrations,
+    };
+    use slotted_examples::BoxError;
+    use slotted_tests::TestConnection;
+
+    use super::{clips_random_likes_slots, with_database, Clip, Options};
+
+    pub fn main(o: &Options) -> Result<(), BoxError> {
+        if o.urls[0].starts_with("postgres") {
+            #[cfg(feature = "postgres")]
+            return bench::<diesel::PgConnection>(o, "PostgreSQL");
+            #[cfg(not(feature = "postgres"))]
+            return Err("a postgres:// URL needs --features postgres".into());
+        }
+        let name = if o.urls.len() > 1 {
+            "MariaDB Galera"
+        } else {
+            "MariaDB"
+        };
+        bench::<diesel::MysqlConnection>(o, name)
+    }
+
+    #[derive(Default)]
+    struct Phase {
+        transactions: u64,
+        writer_retries: u64,
+        seconds: f64,
+        passes: u64,
+        failed: u64,
+        folded: u64,
+        batches: u64,
+        reruns: u64,
+        skipped: u64,
+        errors: Vec<String>,
+    }
+
+    fn open<C: TestConnection>(url: &str, cluster: bool) -> C {
+        let mut conn = C::open(url);
+        if cluster {
+            conn.batch_execute(
+                "SET SESSION wsrep_retry_autocommit = 0, SESSION wsrep_sync_wait = 1",
+            )
+            .expect("session settings");
+        }
+        conn
+    }
+
+    /// Writers for `o.seconds`, with a compactor beside them when `compact`; `acked` gets every
+    /// committed increment per record.
+    fn phase<C: TestConnection>(
+        o: &Options,
+        urls: &[String],
+        compact: bool,
+        acked: &mut [i64],
+    ) -> Phase {
+        let cluster = urls.len() > 1;
+        let writers = o.per_node[0] * urls.len();
+        let stop = AtomicBool::new(false);
+        let barrier = Barrier::new(writers + 2);
+        let mut p = Phase::default();
+        std::thread::scope(|s| {
+            let compactor = s.spawn(|| {
+                let mut conn: C = open(&urls[urls.len() - 1], cluster);
+                let mut p = Phase::default();
+                barrier.wait();
+                while compact && !stop.load(Ordering::Relaxed) {
+                    match clips_random_likes_slots::table
+                        .compact_all(slotted_core::maintenance::MAINTENANCE_BATCH, &mut conn)
+                    {
+                        Ok(r) => {
+                            p.passes += 1;
+                            p.folded += r.rows_before - r.rows_after;
+                            p.batches += r.batches;
+                            p.reruns += r.retries;
+                            p.skipped += r.skipped.len() as u64;
+                        }
+                        Err(e) => {
+                            p.failed += 1;
+                            if p.errors.len() < 3 {
+                                p.errors.push(e.to_string());
+                            }
+                        }
+                    }
+                }
+                p
+            });
+            let handles: Vec<_> = (0..writers)
+                .map(|w| {
+                    let (stop, barrier) = (&stop, &barrier);
+                    s.spawn(move || {
+                        let mut conn: C = open(&urls[w % urls.len()], cluster);
+                        let mut acked = vec![0i64; o.records as usize + 1];
+                        let (mut transactions, mut retries) = (0u64, 0u64);
+                        let policy = RetryPolicy {
+                            max_retries: 10_000,
+                            ..RetryPolicy::default()
+                        };
+                        barrier.wait();
+                        while !stop.load(Ordering::Relaxed) {
+                            let x = rand::random_range(1..=o.records);
+                            let y = rand::random_range(1..=o.records);
+                            let (a, b) = (x.min(y), x.max(y));
+                            let done = transaction_with_retry(&mut conn, &policy, |c| {
+                                Clip::random_likes_of(a).increment(c)?;
+                                Clip::random_likes_of(b).increment(c)?;
+                                std::thread::sleep(o.hold);
+                                Ok::<_, slotted_core::Error>(())
+                            })
+                            .expect("a writer's retried transaction commits");
+                            retries += u64::from(done.retries);
+                            transactions += 1;
+                            acked[a as usize] += 1;
+                            acked[b as usize] += 1;
+                        }
+                        (acked, transactions, retries)
+                    })
+                })
+                .collect();
+            barrier.wait();
+            let started = Instant::now();
+            std::thread::sleep(Duration::from_secs_f64(o.seconds));
+            stop.store(true, Ordering::Relaxed);
+            for h in handles {
+                let (a, t, r) = h.join().expect("a writer panicked");
+                for (sum, n) in acked.iter_mut().zip(a) {
+                    *sum += n;
+                }
+                p.transactions += t;
+                p.writer_retries += r;
+            }
+            p.seconds = started.elapsed().as_secs_f64();
+            let c = compactor.join().expect("the compactor panicked");
+            (
+                p.passes, p.failed, p.folded, p.batches, p.reruns, p.skipped, p.errors,
+            ) = (
+                c.passes, c.failed, c.folded, c.batches, c.reruns, c.skipped, c.errors,
+            );
+        });
+        p
+    }
+
+    fn bench<C: TestConnection>(o: &Options, server: &str) -> Result<(), BoxError> {
+        let db = format!("slotted_bench_maintenance_{}", std::process::id());
+        let mut admin = C::open(&o.urls[0]);
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db}"))?;
+        admin.batch_execute(&format!("CREATE DATABASE {db}"))?;
+        let urls: Vec<String> = o.urls.iter().map(|u| with_database(u, &db)).collect();
+        let cluster = urls.len() > 1;
+        let mut first: C = open(&urls[0], cluster);
+        first.run_pending_migrations(CounterMigrations::of::<Clip>())?;
+        for url in &urls[1..] {
+            let mut conn: C = open(url, cluster);
+            // Waits until the node has applied the table.
+            conn.query_i64("SELECT COUNT(*) AS n FROM clips_random_likes_slots");
+        }
+        let writers = o.per_node[0] * urls.len();
+        let mut acked = vec![0i64; o.records as usize + 1];
+        let mut report = String::new();
+        writeln!(
+            report,
+            "\n## {} ({server}, {} node(s)): {writers} writers in business transactions (2 \
+             increments of {} records, 16 random slots, held {} ms), {} s per phase, {} rounds; \
+             compact_all(MAINTENANCE_BATCH = {}) back to back on the last node\n\ncommand: \
+             cargo run --release --example cluster --features mysql,postgres -- {}\n",
+            o.label,
+            urls.len(),
+            o.records,
+            o.hold.as_millis(),
+            o.seconds,
+            o.rounds,
+            slotted_core::maintenance::MAINTENANCE_BATCH,
+            std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+        )?;
+        writeln!(
+            report,
+            "| round | phase | writer tx/s | vs alone | writer retries | passes done | passes failed | slot rows folded/s | batches | batches rerun | records skipped |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        )?;
+        let mut errors = Vec::new();
+        let (mut alone_sum, mut with_sum) = (0.0, 0.0);
+        for round in 1..=o.rounds {
+            let alone = phase::<C>(o, &urls, false, &mut acked);
+            let with = phase::<C>(o, &urls, true, &mut acked);
+            let rate = |p: &Phase| p.transactions as f64 / p.seconds;
+            alone_sum += rate(&alone);
+            with_sum += rate(&with);
+            for (name, p) in [("writers alone", &alone), ("with compaction", &with)] {
+                writeln!(
+                    report,
+                    "| {round} | {name} | {:.0} | {:.2} | {} | {} | {} | {:.0} | {} | {} | {} |",
+                    rate(p),
+                    rate(p) / rate(&alone),
+                    p.writer_retries,
+                    p.passes,
+                    p.failed,
+                    p.folded as f64 / p.seconds,
+                    p.batches,
+                    p.reruns,
+                    p.skipped
+                )?;
+            }
+            errors.extend(with.errors);
+        }
+        writeln!(
+            report,
+            "\nwriters with compaction / writers alone, all rounds: {:.2}",
+            with_sum / alone_sum
+        )?;
+        for e in errors.iter().take(3) {
+            writeln!(report, "a failed pass: {e}")?;
+        }
+        // Exact: every acknowledged increment, on every node.
+        for url in &urls {
+            let mut conn: C = open(url, cluster);
+            for key in 1..=o.records {
+                let total = Clip::random_likes_of(key).total(&mut conn)?;
+                if total != acked[key as usize] {
+                    return Err(format!(
+                        "record {key} on {url}: total {total}, {} acknowledged",
+                        acked[key as usize]
+                    )
+                    .into());
+                }
+            }
+        }
+        writeln!(
+            report,
+            "totals checked on every node: {} increments acknowledged, all counted",
+            acked.iter().sum::<i64>()
+        )?;
+        print!("{report}");
+        if let Some(path) = &o.append {
+            use std::io::Write as _;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?
+                .write_all(report.as_bytes())?;
+        }
+        drop(first);
+        let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db}"));
+        Ok(())
+    }
 }

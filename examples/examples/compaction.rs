@@ -48,7 +48,7 @@ where
     // Its own table, from the migration's SQL, without touching the database's migration log.
     conn.batch_execute("DROP TABLE IF EXISTS songs_plays_slots")?;
     let spec = <songs_plays_slots::table as slotted_core::CounterTable>::SPEC;
-    conn.batch_execute(&slotted_core::up_sql(
+    conn.batch_execute(&slotted_core::migration::up_sql(
         &spec,
         <C::Backend as slotted_core::CounterBackend>::DIALECT,
     ))?;
@@ -75,8 +75,8 @@ where
     let (sum_before, rows_before) = (number(&mut conn, &sum_sql)?, number(&mut conn, count_sql)?);
 
     let started = Instant::now();
-    let report =
-        songs_plays_slots::table.compact_all(slotted_core::MAINTENANCE_BATCH, &mut conn)?;
+    let report = songs_plays_slots::table
+        .compact_all(slotted_core::maintenance::MAINTENANCE_BATCH, &mut conn)?;
     let took = started.elapsed();
     let (sum_after, rows_after) = (number(&mut conn, &sum_sql)?, number(&mut conn, count_sql)?);
 

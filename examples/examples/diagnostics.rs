@@ -8,7 +8,7 @@
 //! It runs a short pooled workload first. On PostgreSQL and MariaDB it then holds video 1's
 //! play slots locked (`SELECT … FOR UPDATE` in an open transaction) while four writers try to
 //! count a play, so the report shows live lock waits and the advice they lead to. In your own
-//! service, call `slotted_core::diagnose` from an admin endpoint or a periodic job.
+//! service, call `slotted_core::diagnostics::diagnose` from an admin endpoint or a periodic job.
 
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use diesel::r2d2::{ConnectionManager, Pool, R2D2Connection};
 use diesel::Connection;
 use diesel_migrations::MigrationHarness;
 use slotted_core::{
-    diagnose_with, CounterConnection, CounterMigrations, DiagnoseOptions, DiagnosticsBackend,
+    diagnostics::diagnose_with, diagnostics::DiagnoseOptions, CounterConnection, CounterMigrations,
     Dialect, SlottedCounter, SlottedModel,
 };
 use slotted_examples::{BoxError, Video};
@@ -37,7 +37,6 @@ const WAITING_WRITERS: usize = 4;
 fn run<C>(url: &str) -> Result<(), BoxError>
 where
     C: CounterConnection + R2D2Connection + MigrationHarness<C::Backend> + Send + 'static,
-    C::Backend: DiagnosticsBackend,
 {
     let pool = Pool::builder()
         .max_size(WORKERS as u32 + WAITING_WRITERS as u32 + 2)

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel_migrations::MigrationHarness;
-use slotted_core::{CounterMigrations, SlottedCounter};
+use slotted_core::prelude::*;
+use slotted_core::sqlite::SqliteSetup;
 
 diesel::table! {
     posts (id) {
@@ -32,9 +33,9 @@ const LIKES_PER_THREAD: usize = 250;
 
 fn connect(path: &str) -> Result<SqliteConnection, Box<dyn Error + Send + Sync>> {
     let mut conn = SqliteConnection::establish(path)?;
-    // SQLite lets one writer in at a time; the others wait up to 5 s instead of failing.
-    diesel::sql_query("PRAGMA busy_timeout = 5000").execute(&mut conn)?;
-    diesel::sql_query("PRAGMA journal_mode = WAL").execute(&mut conn)?;
+    // SQLite lets one writer in at a time: with a busy timeout (5 s) the others wait instead of
+    // failing with `database is locked`, and WAL lets readers go on beside the writer.
+    SqliteSetup::default().apply(&mut conn)?;
     Ok(conn)
 }
 

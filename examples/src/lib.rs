@@ -1,6 +1,7 @@
 //! What the server examples share: a model with counters, and a pooled workload that any
 //! backend runs. Each example in `examples/` is a short `main` around it.
 
+pub mod alloc;
 pub mod anchors;
 pub mod chart;
 #[cfg(feature = "async")]

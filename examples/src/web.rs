@@ -14,6 +14,14 @@
 //! free within the pool's wait or the database cannot be reached, 500 for a database error, whose
 //! detail goes to the server's log, not to the client.
 //!
+//! A client that hangs up drops its request's future wherever it is, the database call
+//! included. Every database call runs through a [`CancelGuard`], so that a connection whose
+//! call was cut off in a way that leaves it unusable (any cut-off on MySQL/MariaDB, where
+//! diesel-async's connection then reads the cut-off query's reply as the next one's; a
+//! transaction left open on PostgreSQL) is closed instead of handed to the next request; see
+//! docs/guide/async-and-cancellation.md, which also measures running each request's database
+//! work in a task of its own ([`Pattern::SPAWN`]).
+//!
 //! The service is generic over the connection type only so that one binary serves PostgreSQL,
 //! MySQL/MariaDB and SQLite, chosen by the URL. A service of your own has one backend: write
 //! `AsyncPgConnection` (or `AsyncMysqlConnection`) for `C` and drop the [`Database`] trait.
@@ -34,7 +42,7 @@ use diesel::{
 };
 use diesel_migrations::{embed_migrations, EmbeddedMigrations};
 use serde::{Deserialize, Serialize};
-use slotted_core::{AsyncCounterConnection, SlottedCounter};
+use slotted_core::{CancelGuard, PooledAsyncConnection, SlottedCounter};
 
 use crate::BoxError;
 
@@ -69,11 +77,11 @@ pub const MAX_IDS: usize = 1_000;
 /// A diesel-async connection type the service runs on, with its deadpool pool: implemented
 /// below for each enabled backend. The bodies are the same for every backend; only the types
 /// differ.
-pub trait Database: AsyncCounterConnection + Sized + 'static {
+pub trait Database: slotted_core::AsyncCounterConnection + Sized + 'static {
     /// `deadpool::Pool<Self>`.
     type Pool: Clone + Send + Sync + 'static;
     /// One of its connections, passed to slotted as it is.
-    type Pooled: AsyncCounterConnection + 'static;
+    type Pooled: PooledAsyncConnection + 'static;
 
     /// A pool of at most `size` connections to `url`: a request waits at most `wait` for a free
     /// connection, and a new connection at most `wait` to connect.
@@ -194,25 +202,119 @@ pub async fn connect<C: Database>(
     Ok(pool)
 }
 
-/// The service's routes on `pool`.
+/// How a request's database work meets cancellation (a client that hangs up, a timeout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pattern {
+    /// Each request's database work runs in a task of its own, which a client hanging up does
+    /// not cut off: the request's work runs to its end.
+    pub spawn: bool,
+    /// Every call goes through a [`CancelGuard`]: a connection whose call was cut off is closed
+    /// where it cannot be trusted, not returned to the pool.
+    pub guard: bool,
+}
+
+impl Pattern {
+    /// The guard, in the request's own task: what [`router`] serves.
+    pub const GUARD: Pattern = Pattern {
+        spawn: false,
+        guard: true,
+    };
+    /// A task per request's database work, without the guard.
+    pub const SPAWN: Pattern = Pattern {
+        spawn: true,
+        guard: false,
+    };
+    /// Both.
+    pub const SPAWN_AND_GUARD: Pattern = Pattern {
+        spawn: true,
+        guard: true,
+    };
+    /// Neither: the pattern of the example before issue 22, which hands MySQL connections out
+    /// of step with their server to the next request. Kept for the probe that measures it
+    /// (`examples/cancellation.rs`); do not copy it.
+    pub const UNGUARDED: Pattern = Pattern {
+        spawn: false,
+        guard: false,
+    };
+}
+
+/// The service's routes on `pool`, every database call through a [`CancelGuard`].
 pub fn router<C: Database>(pool: C::Pool) -> Router {
+    router_with::<C>(pool, Pattern::GUARD)
+}
+
+/// The service's routes on `pool`, meeting cancellation with `pattern`.
+pub fn router_with<C: Database>(pool: C::Pool, pattern: Pattern) -> Router {
     Router::new()
         .route("/posts/{id}", put(create_post::<C>))
         .route("/posts/{id}/like", post(like::<C>))
         .route("/posts/{id}/likes", get(likes::<C>))
         .route("/likes", get(totals::<C>))
-        .with_state(App::<C> { pool })
+        .with_state(App::<C> { pool, pattern })
 }
 
 /// The router's state: the pool.
 struct App<C: Database> {
     pool: C::Pool,
+    pattern: Pattern,
 }
 
 impl<C: Database> Clone for App<C> {
     fn clone(&self) -> Self {
         App {
             pool: self.pool.clone(),
+            pattern: self.pattern,
+        }
+    }
+}
+
+impl<C: Database> App<C> {
+    /// Runs a request's database work, in a task of its own with [`Pattern::spawn`].
+    async fn db<T, F, W>(&self, work: W) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        W: FnOnce(App<C>) -> F,
+        F: Future<Output = Result<T, ApiError>> + Send + 'static,
+    {
+        let work = work(self.clone());
+        if !self.pattern.spawn {
+            return work.await;
+        }
+        // Dropping the handle does not stop the task: a client that hangs up no longer cuts
+        // the database work off.
+        tokio::spawn(work).await.unwrap_or_else(|e| {
+            eprintln!("a request's database task failed: {e}");
+            Err(ApiError::Database)
+        })
+    }
+
+    /// A connection from the pool, guarded as the pattern says.
+    async fn connection(&self) -> Result<Conn<C::Pooled>, ApiError> {
+        let conn = C::connection(&self.pool).await?;
+        Ok(if self.pattern.guard {
+            Conn::Guarded(CancelGuard::new(conn))
+        } else {
+            Conn::Bare(conn)
+        })
+    }
+}
+
+/// A pooled connection, through a [`CancelGuard`] or (for the probe's "before") bare.
+enum Conn<P: PooledAsyncConnection> {
+    Guarded(CancelGuard<P>),
+    Bare(P),
+}
+
+impl<P: PooledAsyncConnection> Conn<P> {
+    /// Runs one call on the connection: [`CancelGuard::run`].
+    async fn run<'a, T, E, F>(&'a mut self, call: impl FnOnce(&'a mut P) -> F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>> + 'a,
+        E: From<diesel::result::Error>,
+    {
+        match self {
+            Conn::Guarded(conn) => conn.run(call).await,
+            Conn::Bare(conn) => call(conn).await,
         }
     }
 }
@@ -251,14 +353,17 @@ async fn create_post<C: Database>(
             "the title is longer than {MAX_TITLE} characters"
         )));
     }
-    let mut conn = C::connection(&app.pool).await?;
-    match C::insert_post(Post { id, title }, &mut conn).await {
-        Ok(()) => Ok(StatusCode::CREATED),
-        Err(diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
-            Err(ApiError::Conflict(id))
+    app.db(move |app| async move {
+        let mut conn = app.connection().await?;
+        match conn.run(|c| C::insert_post(Post { id, title }, c)).await {
+            Ok(()) => Ok(StatusCode::CREATED),
+            Err(diesel::result::Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
+                Err(ApiError::Conflict(id))
+            }
+            Err(e) => Err(e.into()),
         }
-        Err(e) => Err(e.into()),
-    }
+    })
+    .await
 }
 
 async fn like<C: Database>(
@@ -266,15 +371,20 @@ async fn like<C: Database>(
     id: Result<Path<i32>, PathRejection>,
 ) -> Result<Json<Likes>, ApiError> {
     let Path(id) = id?;
-    let mut conn = C::connection(&app.pool).await?;
-    let post = C::find_post(id, &mut conn)
-        .await?
-        .ok_or(ApiError::NotFound(id))?;
-    // One upsert into one slot row, committed on its own (no transaction is open). Dropped at
-    // any await (the client hung up), it has counted once or not at all.
-    post.likes().increment_async(&mut conn).await?;
-    let likes = post.likes().total_async(&mut conn).await?;
-    Ok(Json(Likes { id, likes }))
+    app.db(move |app| async move {
+        let mut conn = app.connection().await?;
+        let post = conn
+            .run(|c| C::find_post(id, c))
+            .await?
+            .ok_or(ApiError::NotFound(id))?;
+        let likes = post.likes();
+        // One upsert into one slot row, committed on its own (no transaction is open). Cut
+        // off at any await (the client hung up), it has counted once or not at all.
+        conn.run(|c| likes.increment_async(c)).await?;
+        let total = conn.run(|c| likes.total_async(c)).await?;
+        Ok(Json(Likes { id, likes: total }))
+    })
+    .await
 }
 
 async fn likes<C: Database>(
@@ -282,12 +392,17 @@ async fn likes<C: Database>(
     id: Result<Path<i32>, PathRejection>,
 ) -> Result<Json<Likes>, ApiError> {
     let Path(id) = id?;
-    let mut conn = C::connection(&app.pool).await?;
-    let post = C::find_post(id, &mut conn)
-        .await?
-        .ok_or(ApiError::NotFound(id))?;
-    let likes = post.likes().total_async(&mut conn).await?;
-    Ok(Json(Likes { id, likes }))
+    app.db(move |app| async move {
+        let mut conn = app.connection().await?;
+        let post = conn
+            .run(|c| C::find_post(id, c))
+            .await?
+            .ok_or(ApiError::NotFound(id))?;
+        let likes = post.likes();
+        let total = conn.run(|c| likes.total_async(c)).await?;
+        Ok(Json(Likes { id, likes: total }))
+    })
+    .await
 }
 
 async fn totals<C: Database>(
@@ -307,8 +422,12 @@ async fn totals<C: Database>(
             "at most {MAX_IDS} ids at a time"
         )));
     }
-    let mut conn = C::connection(&app.pool).await?;
-    Ok(Json(Post::likes_totals_async(&ids, &mut conn).await?))
+    app.db(move |app| async move {
+        let mut conn = app.connection().await?;
+        let ids = &ids;
+        Ok(Json(conn.run(|c| Post::likes_totals_async(ids, c)).await?))
+    })
+    .await
 }
 
 /// What a request can fail with, and its HTTP status.

@@ -62,6 +62,23 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
         delta,
     };
     match outcome {
+        // MySQL and MariaDB report 1 (inserted) or 2 (updated) for this upsert, and 1 for the
+        // UPDATE of a pre-created row (found rows: Diesel and diesel-async both ask for them);
+        // their overflow is error 1690. A 0 is another statement's reply: the connection is out
+        // of step with the server, and this write's fate is unknown.
+        Ok(0) if E::Backend::DIALECT == Dialect::Mysql => {
+            exec.mark_broken();
+            Err(Error::OutcomeUnknown {
+                counter: spec.qualified_name(),
+                table: spec.table,
+                key: format!("{key:?}"),
+                delta,
+                reason: "the server reported 0 rows affected, which it never reports for this \
+                         upsert, so the reply belongs to another statement (a query cut off \
+                         earlier on this connection left it out of step)"
+                    .into(),
+            })
+        }
         // PostgreSQL and SQLite: the overflow guard let no row be updated.
         Ok(0) => Err(overflow()),
         Ok(_) => {

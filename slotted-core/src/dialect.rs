@@ -10,6 +10,8 @@ use diesel::backend::Backend;
 use diesel::deserialize;
 use diesel::query_builder::AstPass;
 use diesel::row::NamedRow;
+// Used by the per-backend impls only: with no backend feature on, nothing uses them.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 use diesel::sql_types::{BigInt, Integer, Nullable, SmallInt, Text};
 use diesel::QueryResult;
 
@@ -21,9 +23,11 @@ use crate::key::{KeyKind, KeyValue, RawKey};
 pub enum Dialect {
     /// SQLite 3.35 or later (upsert, `RETURNING`).
     Sqlite,
-    /// PostgreSQL 9.5 or later (upsert).
+    /// PostgreSQL 9.5 or later (upsert, and compaction's `FOR UPDATE SKIP LOCKED`).
     Postgres,
-    /// MySQL 5.7+ and MariaDB 10.3+ (`ON DUPLICATE KEY UPDATE`).
+    /// MySQL and MariaDB (`ON DUPLICATE KEY UPDATE`): counting from MySQL 5.7 and MariaDB
+    /// 10.3; compaction, which locks with `FOR UPDATE SKIP LOCKED`, from MySQL 8.0 and MariaDB
+    /// 10.6.
     Mysql,
 }
 
@@ -111,9 +115,7 @@ mod sealed {
         note = "slotted-core has no backend feature on: enable `sqlite`, `postgres` or `mysql`, the one for `{Self}`"
     )
 )]
-pub trait CounterBackend:
-    Backend + crate::diagnostics::DiagnosticsBackend + sealed::Sealed + Sized + Send + 'static
-{
+pub trait CounterBackend: Backend + sealed::Sealed + Sized + Send + 'static {
     /// The SQL this backend speaks.
     const DIALECT: Dialect;
 

@@ -39,6 +39,30 @@ pub enum Error {
         delta: i64,
     },
 
+    /// The database answered the write with a reply that cannot be its own: MySQL and MariaDB
+    /// reported no row affected by an upsert, which they never do for it (an overflow is error
+    /// 1690 there, reported as [`Error::Overflow`]). The reply belongs to another statement: the
+    /// connection is out of step with its server, typically because a query on it was cut off
+    /// (a dropped future) before its reply was read. Whether this add was written is unknown, so
+    /// retrying it may count it twice. The connection is marked broken: a pool (r2d2, bb8,
+    /// deadpool) discards it instead of handing it out again.
+    #[error(
+        "counter `{counter}` (table `{table}`): adding {delta} to key {key} may or may not have \
+         been written: {reason}; the connection was marked broken, do not reuse it"
+    )]
+    OutcomeUnknown {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The counter's table.
+        table: &'static str,
+        /// The record key, formatted with `Debug`.
+        key: String,
+        /// The delta whose outcome is unknown.
+        delta: i64,
+        /// What the database replied, and why that says nothing about this write.
+        reason: String,
+    },
+
     /// The sum of a record's slots is outside `i64` (each slot is within it, their sum is not).
     #[error(
         "counter `{counter}` (table `{table}`): the total of key {key} is {total}, outside i64"
@@ -74,6 +98,17 @@ pub enum Error {
     #[error(transparent)]
     Diesel(#[from] diesel::result::Error),
 
+    /// A maintenance job (compaction, roll-up, retention) stopped on `source` after committing
+    /// part of its work: `committed` says what stays done. Running the job again does the rest.
+    #[error("{source}; committed before it stopped: {committed}")]
+    MaintenanceStopped {
+        /// What the job committed before the error.
+        committed: Box<crate::reports::Committed>,
+        /// The error that stopped it (a [`Error::Database`], naming the counter).
+        #[source]
+        source: Box<Error>,
+    },
+
     /// Writing diesel CLI migration folders failed. Nothing that was there before was changed.
     #[error("migration folder `{}`: {reason}", path.display())]
     MigrationFolder {
@@ -85,7 +120,20 @@ pub enum Error {
         #[source]
         source: Option<std::io::Error>,
     },
-    /// A write-behind buffer is full: [`BufferConfig::max_pending_keys`](crate::BufferConfig)
+    /// A `diesel.toml` does not keep the counter tables out of `diesel print-schema`
+    /// ([`CounterMigrations::check_diesel_toml`](crate::CounterMigrations::check_diesel_toml)).
+    #[error("`{}`: {reason}", path.display())]
+    DieselToml {
+        /// The file.
+        path: PathBuf,
+        /// What is missing, and the line that fixes it.
+        reason: String,
+        /// The I/O error, when the file could not be read.
+        #[source]
+        source: Option<std::io::Error>,
+    },
+
+    /// A write-behind buffer is full: [`BufferConfig::max_pending_keys`](crate::buffer::BufferConfig)
     /// entries (or `max_unflushed_adds` adds) are held, typically because the database has been
     /// failing. The add was not taken, and counted in `BufferStats::refusals`.
     #[error(
@@ -107,19 +155,40 @@ pub enum Error {
     #[error("the counter buffer is shut down; the add was not taken")]
     BufferClosed,
 
-    /// A buffer's shutdown gave up after its time limit with adds still unwritten: they are
-    /// lost with the buffer, and counted here.
+    /// A buffer's shutdown gave up at its deadline with adds not known to be written: they
+    /// are lost with the buffer, and counted here.
     #[error(
         "the counter buffer shut down with {unflushed_adds} adds ({pending_keys} keys) not \
-         written; last error: {last_error}"
+         written ({in_doubt_adds} of them in a COMMIT of unknown outcome: in the database only \
+         if their flush id is in `slotted_flushes`); last error: {last_error}"
     )]
     BufferUnflushed {
-        /// Adds not written.
+        /// Adds not known to be written.
         unflushed_adds: u64,
         /// Their entries.
         pending_keys: usize,
+        /// Those of `unflushed_adds` whose COMMIT's outcome is unknown.
+        in_doubt_adds: u64,
         /// The last flush error.
         last_error: String,
+    },
+
+    /// A flush's multi-row upsert wrote fewer rows than it held (PostgreSQL, SQLite): adding
+    /// some of the deltas would overflow their slot (i64), and the overflow guard skipped
+    /// them. The flush was rolled back; its deltas stay in the buffer.
+    #[error(
+        "counter `{counter}` (table `{table}`): a flush of {rows} keys wrote {written}: adding \
+         the others' buffered deltas would overflow a slot (i64); rolled back, nothing written"
+    )]
+    FlushOverflow {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The counter's table.
+        table: &'static str,
+        /// The keys (rows) of the flush's chunk.
+        rows: usize,
+        /// The rows the upsert reported written.
+        written: usize,
     },
 
     /// A buffer's pool gave no connection.

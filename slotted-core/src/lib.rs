@@ -38,44 +38,39 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod buffer;
+pub mod buffer;
 mod count;
-mod counter;
-mod diagnostics;
+pub mod diagnostics;
 mod dialect;
 mod error;
 mod exec;
+mod handle;
 mod key;
-mod maintenance;
-mod migration;
-mod retry;
+pub mod maintenance;
+pub mod migration;
+pub mod prelude;
+mod reports;
+pub mod retry;
 mod slot;
 mod sql;
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub mod sqlite;
 mod table;
 mod trace;
 
-#[cfg(feature = "async")]
-pub use buffer::{AsyncConnectionPool, AsyncCounterBuffer};
-pub use buffer::{Buffer, BufferConfig, BufferStats, ConnectionPool, CounterBuffer, WhenFull};
 pub use count::TOTALS_CHUNK;
-pub use counter::Counter;
-pub use diagnostics::{
-    diagnose, diagnose_with, Advice, ContentionReport, DiagnoseOptions, DiagnosticsBackend,
-    HotRecord, LockWait, LockWaits, TableReport,
-};
 pub use dialect::{CounterBackend, Dialect};
 pub use error::{Error, Result};
 #[cfg(feature = "async")]
 pub use exec::asynch::AsyncCounterConnection;
-pub use exec::sync::CounterConnection;
-pub use key::{CounterKey, KeyKind};
-pub use maintenance::{
-    CompactionReport, CounterMaintenance, RecordFailure, RefreshReport, MAINTENANCE_BATCH, MAX_PAGE,
-};
-pub use migration::{down_sql, migration_version, up_sql, CounterMigrations, MigrationFolder};
 #[cfg(feature = "async")]
-pub use retry::transaction_with_retry_async;
-pub use retry::{transaction_with_retry, Retried, RetryPolicy, Retryable};
+pub use exec::cancel::{CancelGuard, PooledAsyncConnection};
+pub use exec::sync::CounterConnection;
+pub use handle::Counter;
+pub use key::{CounterKey, KeyKind};
+pub use maintenance::CounterMaintenance;
+pub use migration::CounterMigrations;
 pub use slot::SlotStrategy;
 pub use table::{
     BucketWidth, BucketedCounterTable, CacheSpec, CachedCounterTable, CounterSpec, CounterTable,

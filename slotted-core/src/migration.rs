@@ -107,7 +107,7 @@ impl CounterMigrations {
         self
     }
 
-    /// Adds the table the write-behind buffer ([`CounterBuffer`](crate::CounterBuffer)) logs its
+    /// Adds the table the write-behind buffer ([`CounterBuffer`](crate::buffer::CounterBuffer)) logs its
     /// flushes in, `slotted_flushes (id, flushed_at)`: a buffer needs it, once per database,
     /// whatever counters it flushes.
     pub fn with_buffer(mut self) -> Self {
@@ -245,6 +245,50 @@ impl CounterMigrations {
             .map(|table| format!("\"^{}$\"", table.name()))
             .collect();
         format!("filter = {{ except_tables = [{}] }}", tables.join(", "))
+    }
+
+    /// Checks that the `diesel.toml` at `path` keeps every one of these counter tables out of
+    /// `diesel print-schema` (each table's anchored pattern, `"^posts_likes_slots$"`, is in it),
+    /// so that a counter added later cannot break the build with a second `table!`. Fails with
+    /// [`Error::DieselToml`], naming the missing tables and the line to write
+    /// ([`print_schema_filter`](Self::print_schema_filter)). Keep it in a test beside
+    /// [`write_diesel_cli_folders`](Self::write_diesel_cli_folders):
+    ///
+    /// ```no_run
+    /// # use slotted_core::SlottedCounter;
+    /// # #[derive(SlottedCounter)]
+    /// # #[slotted(counter = likes, slots = 16)]
+    /// # struct Post { id: i32 }
+    /// slotted_core::CounterMigrations::of::<Post>().check_diesel_toml("diesel.toml")?;
+    /// # Ok::<(), slotted_core::Error>(())
+    /// ```
+    pub fn check_diesel_toml(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let text = fs::read_to_string(path).map_err(|e| Error::DieselToml {
+            path: path.to_owned(),
+            reason: "cannot be read (`diesel setup` writes one)".into(),
+            source: Some(e),
+        })?;
+        let missing: Vec<&str> = self
+            .tables()
+            .iter()
+            .map(|table| table.name())
+            .filter(|name| !text.contains(&format!("\"^{name}$\"")))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(Error::DieselToml {
+            path: path.to_owned(),
+            reason: format!(
+                "`diesel print-schema` would print the counter table{} {}, which the derive \
+                 declares already; under `[print_schema]`, write: {}",
+                if missing.len() == 1 { "" } else { "s" },
+                missing.join(", "),
+                self.print_schema_filter()
+            ),
+            source: None,
+        })
     }
 }
 

@@ -24,6 +24,61 @@ use diesel::result::{DatabaseErrorKind, Error as DieselError};
 
 use crate::error::Error;
 
+/// Runs `$body` (an expression giving a future that uses `$exec`, evaluated again for each
+/// attempt) in a transaction on `$exec: &mut impl Exec` (a savepoint inside an open one), as
+/// Diesel's `Connection::transaction` does: commit on `Ok`, roll back on `Err`. When the
+/// transaction fails with an error `$retry_on` accepts, it runs the whole transaction again after
+/// a backoff, up to `$policy.max_retries` times; inside an open transaction it runs once, since a
+/// deadlock rolled back (or aborted) the outer transaction too. Evaluates to
+/// `Result<Retried<T>, E>`.
+///
+/// A macro, not a function taking a closure: the body borrows the executor afresh on every
+/// attempt, which a closure returning a future cannot express without boxing and lifetime
+/// contortions.
+macro_rules! retried_transaction {
+    ($exec:ident, $policy:expr, $retry_on:expr, $body:expr) => {{
+        let nested = $crate::exec::Exec::in_transaction(&mut *$exec);
+        let mut retries: u32 = 0;
+        loop {
+            let outcome = match $crate::exec::Exec::begin(&mut *$exec).await {
+                Err(e) => Err(e.into()),
+                Ok(()) => match $body.await {
+                    Ok(value) => $crate::exec::Exec::commit(&mut *$exec)
+                        .await
+                        .map(|()| value)
+                        .map_err(Into::into),
+                    Err(error) => match $crate::exec::Exec::rollback(&mut *$exec).await {
+                        Ok(()) | Err(diesel::result::Error::BrokenTransactionManager) => Err(error),
+                        Err(rollback) => Err(rollback.into()),
+                    },
+                },
+            };
+            match outcome {
+                Ok(value) => break Ok($crate::retry::Retried { value, retries }),
+                Err(e) => {
+                    if $crate::retry::Retryable::is_retryable(&e) {
+                        // Whether it runs again or not: the connection goes on being used.
+                        $crate::exec::Exec::after_failed_read(&mut *$exec);
+                    }
+                    if nested || retries >= $policy.max_retries || !($retry_on)(&e) {
+                        break Err(e);
+                    }
+                    let backoff = $policy.backoff(retries);
+                    #[cfg(feature = "tracing")]
+                    $crate::trace::retrying(
+                        &$crate::retry::Retryable::describe(&e),
+                        retries + 1,
+                        backoff,
+                    );
+                    $crate::exec::Exec::pause(&mut *$exec, backoff).await;
+                    retries += 1;
+                }
+            }
+        }
+    }};
+}
+pub(crate) use retried_transaction;
+
 /// Whether an error means the whole transaction was rolled back and may simply run again.
 pub trait Retryable {
     /// True for deadlocks, serialization failures, lock (wait) timeouts and SQLite's busy.
@@ -64,6 +119,7 @@ impl Retryable for Error {
     fn is_retryable(&self) -> bool {
         match self {
             Error::Database { source, .. } | Error::Diesel(source) => source.is_retryable(),
+            Error::MaintenanceStopped { source, .. } => source.is_retryable(),
             _ => false,
         }
     }
@@ -149,7 +205,7 @@ pub struct Retried<T> {
 /// # let mut conn = SqliteConnection::establish(":memory:")?;
 /// # use diesel_migrations::MigrationHarness;
 /// # conn.run_pending_migrations(slotted_core::CounterMigrations::of::<Post>())?;
-/// use slotted_core::{transaction_with_retry, RetryPolicy};
+/// use slotted_core::{retry::transaction_with_retry, retry::RetryPolicy};
 ///
 /// let done = transaction_with_retry(&mut conn, &RetryPolicy::default(), |conn| {
 ///     Post::likes_of(1).increment(conn)?;
@@ -172,7 +228,7 @@ where
     use crate::exec::sync::{run_now, SyncExec};
     let exec = &mut SyncExec(conn);
     run_now(async {
-        crate::exec::retried_transaction!(
+        crate::retry::retried_transaction!(
             exec,
             policy,
             E::is_retryable,
@@ -191,7 +247,7 @@ where
 /// # #[derive(SlottedCounter)]
 /// # #[slotted(counter = likes, slots = 16)]
 /// # struct Post { id: i32 }
-/// use slotted_core::{transaction_with_retry_async, RetryPolicy};
+/// use slotted_core::{retry::transaction_with_retry_async, retry::RetryPolicy};
 ///
 /// let done = transaction_with_retry_async(conn, &RetryPolicy::default(), async |conn: &mut C| {
 ///     Post::likes_of(1).increment_async(conn).await?;
@@ -214,7 +270,7 @@ where
     F: AsyncFnMut(&mut C) -> Result<T, E>,
 {
     let exec = &mut crate::exec::asynch::AsyncExec(conn);
-    crate::exec::retried_transaction!(exec, policy, E::is_retryable, f(exec.0))
+    crate::retry::retried_transaction!(exec, policy, E::is_retryable, f(exec.0))
 }
 
 /// Whether the database rolled the transaction back to break a deadlock or a serialization
@@ -305,5 +361,14 @@ mod tests {
             delta: 1,
         };
         assert!(!overflow.is_retryable());
+        // It may have been written: a rerun could count it twice.
+        let unknown = Error::OutcomeUnknown {
+            counter: "P.c".into(),
+            table: "t",
+            key: "1".into(),
+            delta: 1,
+            reason: "0 rows affected".into(),
+        };
+        assert!(!unknown.is_retryable());
     }
 }

@@ -64,8 +64,7 @@ impl SlotStrategy {
         }
     }
     /// The slot of a write, as a statement binds or computes it.
-    pub(crate) fn slot_value(self, slots: u16, dialect: crate::Dialect) -> crate::sql::SlotValue {
-        use crate::sql::SlotValue;
+    pub(crate) fn slot_value(self, slots: u16, dialect: crate::Dialect) -> SlotValue {
         match (self, dialect) {
             (SlotStrategy::Connection, crate::Dialect::Postgres | crate::Dialect::Mysql) => {
                 SlotValue::Connection(i64::from(slots.clamp(1, crate::MAX_SLOTS)))
@@ -176,4 +175,15 @@ mod tests {
         assert_eq!(SlotStrategy::Random.choose(0), 0);
         assert_eq!(SlotStrategy::Thread.choose(1), 0);
     }
+}
+
+/// Where a write's slot comes from: the value a statement binds, or the server's expression for
+/// it (written by `sql`, which knows each dialect's SQL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum SlotValue {
+    /// Chosen in Rust and bound.
+    Bound(i16),
+    /// The server's identity of the connection, modulo this many slots: PostgreSQL's backend
+    /// PID, MySQL's connection id (SQLite has none: the caller binds a slot instead).
+    Connection(i64),
 }

@@ -168,6 +168,22 @@ pub trait SlottedModel {
     const COUNTERS: &'static [CounterSpec];
 }
 
+/// The counter the unit tests describe: `Post.likes`, 16 slots, an `i32` key.
+#[cfg(test)]
+pub(crate) const TEST_SPEC: CounterSpec = CounterSpec {
+    model: "Post",
+    counter: "likes",
+    table: "posts_likes_slots",
+    slots: 16,
+    strategy: crate::slot::SlotStrategy::Thread,
+    key: crate::key::KeyKind::Integer,
+    max_key_length: 255,
+    storage: Storage::Table,
+    bucket: None,
+    prefill: false,
+    cache: None,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

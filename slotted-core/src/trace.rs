@@ -119,7 +119,7 @@ impl Report for u64 {
     }
 }
 
-impl Report for crate::CompactionReport {
+impl Report for crate::reports::CompactionReport {
     fn report(&self) {
         record!("rows", self.rows_before);
         #[cfg(feature = "tracing")]
@@ -136,7 +136,7 @@ impl Report for crate::CompactionReport {
     }
 }
 
-impl Report for crate::RefreshReport {
+impl Report for crate::reports::RefreshReport {
     fn report(&self) {
         record!("rows", self.updated);
         #[cfg(feature = "tracing")]

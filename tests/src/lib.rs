@@ -112,6 +112,51 @@ pub mod lifecycle {
     }
 
     /// Their migrations, and the `articles` table with its cache column.
+    /// A writer in business transactions until `until`: each increments `Article.likes` of two
+    /// neighbouring records of `1..=keys` (record `a` and `a % keys + 1`, `a` walking from
+    /// `seed`), holds the transaction 1 ms, and commits through the retry helper. Returns the
+    /// increments acknowledged per record (index = key; 0 unused).
+    pub fn business_writer<C: TestConnection>(
+        conn: &mut C,
+        keys: i32,
+        seed: usize,
+        until: std::time::Instant,
+    ) -> Vec<i64> {
+        let policy = slotted_core::retry::RetryPolicy {
+            max_retries: 1000,
+            ..slotted_core::retry::RetryPolicy::default()
+        };
+        let mut acked = vec![0i64; keys as usize + 1];
+        let mut i = 0;
+        while std::time::Instant::now() < until {
+            let a = ((i * 5 + seed) % keys as usize) as i32 + 1;
+            let b = a % keys + 1;
+            slotted_core::retry::transaction_with_retry(conn, &policy, |c| {
+                Article::likes_of(a).increment(c)?;
+                Article::likes_of(b).increment(c)?;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                Ok::<_, slotted_core::Error>(())
+            })
+            .expect("a writer's retried transaction commits");
+            acked[a as usize] += 1;
+            acked[b as usize] += 1;
+            i += 1;
+        }
+        acked
+    }
+
+    /// The writers' acknowledged increments, added up per record.
+    pub fn sum_acked(writers: impl IntoIterator<Item = Vec<i64>>) -> Vec<i64> {
+        let mut sum: Vec<i64> = Vec::new();
+        for acked in writers {
+            sum.resize(sum.len().max(acked.len()), 0);
+            for (total, n) in sum.iter_mut().zip(acked) {
+                *total += n;
+            }
+        }
+        sum
+    }
+
     pub fn migrate<C: TestConnection>(conn: &mut C) {
         conn.batch_execute("CREATE TABLE articles (id INTEGER PRIMARY KEY NOT NULL, likes_count BIGINT NOT NULL DEFAULT 0)")
             .expect("create articles");
@@ -341,7 +386,17 @@ pub trait TestConnection:
     fn fresh_database(test: &str) -> Option<String>;
 
     /// Opens a connection; on SQLite with a busy timeout, as README advises.
-    fn open(url: &str) -> Self;
+    fn open(url: &str) -> Self {
+        let mut conn = Self::establish(url).unwrap_or_else(|e| panic!("open {url}: {e}"));
+        conn.set_up().expect("set up the connection");
+        conn
+    }
+
+    /// What every connection of the tests gets: on SQLite a 10 s busy timeout and WAL; nothing
+    /// on the servers.
+    fn set_up(&mut self) -> QueryResult<()> {
+        Ok(())
+    }
 
     /// The table's columns, in order.
     fn columns(&mut self, table: &str) -> Vec<Column>;
@@ -389,11 +444,8 @@ impl TestConnection for diesel::SqliteConnection {
         unimplemented!("SQLite has no FOR UPDATE")
     }
 
-    fn open(url: &str) -> Self {
-        let mut conn = Self::establish(url).unwrap_or_else(|e| panic!("open {url}: {e}"));
-        conn.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL;")
-            .expect("pragmas");
-        conn
+    fn set_up(&mut self) -> QueryResult<()> {
+        self.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL;")
     }
 
     fn columns(&mut self, table: &str) -> Vec<Column> {
@@ -424,10 +476,6 @@ impl TestConnection for diesel::PgConnection {
     fn fresh_database(test: &str) -> Option<String> {
         // PostgreSQL refuses to drop a database others are connected to, unless forced.
         recreate_server_database::<Self>("PG_DATABASE_URL", test, " WITH (FORCE)")
-    }
-
-    fn open(url: &str) -> Self {
-        Self::establish(url).unwrap_or_else(|e| panic!("open {url}: {e}"))
     }
 
     fn columns(&mut self, table: &str) -> Vec<Column> {
@@ -467,10 +515,6 @@ impl TestConnection for diesel::MysqlConnection {
 
     fn fresh_database(test: &str) -> Option<String> {
         recreate_server_database::<Self>("MYSQL_DATABASE_URL", test, "")
-    }
-
-    fn open(url: &str) -> Self {
-        Self::establish(url).unwrap_or_else(|e| panic!("open {url}: {e}"))
     }
 
     fn columns(&mut self, table: &str) -> Vec<Column> {
@@ -571,4 +615,75 @@ macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
         $crate::backend_tests! { all: [$($name),*], }
     };
+}
+
+/// An r2d2 pool of `size` connections to `url`, each set up as [`TestConnection::open`] does.
+pub fn pool<C: TestConnection + diesel::r2d2::R2D2Connection>(
+    url: &str,
+    size: u32,
+) -> diesel::r2d2::Pool<diesel::r2d2::ConnectionManager<C>> {
+    #[derive(Debug)]
+    struct SetUp;
+    impl<C: TestConnection> diesel::r2d2::CustomizeConnection<C, diesel::r2d2::Error> for SetUp {
+        fn on_acquire(&self, conn: &mut C) -> Result<(), diesel::r2d2::Error> {
+            conn.set_up().map_err(diesel::r2d2::Error::QueryError)
+        }
+    }
+    diesel::r2d2::Pool::builder()
+        .max_size(size)
+        .connection_customizer(Box::new(SetUp))
+        .build(diesel::r2d2::ConnectionManager::new(url))
+        .expect("a pool")
+}
+
+/// A tiny deterministic generator per thread (xorshift): reproducible workloads.
+pub struct Dice(pub u64);
+
+impl Dice {
+    /// The next number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// The flag that tells a test's background threads to stop.
+///
+/// Set it with [`Stop::set`], or hold [`Stop::on_exit`] in the body of a `std::thread::scope`:
+/// its guard sets the flag when the body ends, *also when it panics*. `std::thread::scope` joins
+/// every thread before it lets a panic go on, so a loop that waits for a flag the panicking body
+/// never set would hang the test for good instead of failing it with its message.
+#[derive(Default)]
+pub struct Stop(std::sync::atomic::AtomicBool);
+
+impl Stop {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the threads should stop.
+    pub fn is_set(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// A guard that sets the flag when it is dropped, by a return or by a panic.
+    #[must_use = "the flag is set when the guard is dropped"]
+    pub fn on_exit(&self) -> StopOnExit<'_> {
+        StopOnExit(self)
+    }
+}
+
+/// See [`Stop::on_exit`].
+pub struct StopOnExit<'a>(&'a Stop);
+
+impl Drop for StopOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.set();
+    }
 }

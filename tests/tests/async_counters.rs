@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use diesel_async::pooled_connection::{bb8, deadpool};
-use slotted_core::{CounterMaintenance, RetryPolicy};
+use slotted_core::{retry::RetryPolicy, CounterMaintenance};
 use slotted_tests::asynch::{migrated, AsyncTestConnection};
 use slotted_tests::models::{posts_likes_slots, Event, Page, Post};
 use slotted_tests::TestConnection;
@@ -45,7 +45,7 @@ macro_rules! futures_are_send {
             send(Post::likes_totals_async(&[1, 2], object));
             send(post.likes().set_async(3, conn));
             send(posts_likes_slots::table.compact_all_async(100, conn));
-            send(slotted_core::transaction_with_retry_async(
+            send(slotted_core::retry::transaction_with_retry_async(
                 conn,
                 &RetryPolicy::default(),
                 async |conn: &mut $conn| Post::likes_of(1).increment_async(conn).await,
@@ -268,7 +268,7 @@ async fn retried_transactions_rerun_the_async_closure<A: AsyncTestConnection>(te
         return;
     };
     let mut attempts = 0;
-    let done = slotted_core::transaction_with_retry_async(
+    let done = slotted_core::retry::transaction_with_retry_async(
         &mut conn,
         &RetryPolicy::default(),
         async |conn: &mut A| {

@@ -26,10 +26,15 @@ mod galera {
     use diesel::prelude::*;
     use diesel::result::{DatabaseErrorKind, Error as DieselError};
     use diesel_migrations::MigrationHarness;
-    use slotted_core::{transaction_with_retry, CounterMaintenance, Error, RetryPolicy, Retryable};
+    use slotted_core::{
+        retry::transaction_with_retry, retry::RetryPolicy, retry::Retryable, CounterMaintenance,
+        Error,
+    };
     use slotted_tests::lifecycle::{self, *};
     use slotted_tests::models::*;
-    use slotted_tests::{all_migrations, cluster_databases, require_all_backends, TestConnection};
+    use slotted_tests::{
+        all_migrations, cluster_databases, require_all_backends, Stop, TestConnection,
+    };
 
     /// One slot: every writer of a record meets every other on the one row.
     #[derive(slotted_core::SlottedCounter)]
@@ -44,7 +49,35 @@ mod galera {
     /// that kills a node holds it alone, the others share it.
     struct Cluster {
         urls: Vec<String>,
+        _watchdog: Watchdog,
         _turn: Turn,
+    }
+
+    /// A test that has not ended [`Watchdog::LIMIT`] after it got its turn ends the whole test
+    /// process with its name: a call blocked on a node (no read timeout can be set through
+    /// Diesel's URL) would otherwise hold the cluster, and CI, until CI's own limit.
+    #[allow(dead_code)] // held for its drop only: the watchdog stops waiting
+    struct Watchdog(std::sync::mpsc::Sender<()>);
+
+    impl Watchdog {
+        const LIMIT: Duration = Duration::from_secs(300);
+
+        fn start(test: &str) -> Self {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let test = test.to_owned();
+            std::thread::spawn(move || {
+                if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    rx.recv_timeout(Self::LIMIT)
+                {
+                    eprintln!(
+                        "cluster test `{test}` still running after {:?}: stopping the test process",
+                        Self::LIMIT
+                    );
+                    std::process::exit(101);
+                }
+            });
+            Watchdog(tx)
+        }
     }
 
     #[allow(dead_code)] // held for its drop only
@@ -72,6 +105,7 @@ mod galera {
             };
             let cluster = Cluster {
                 urls: cluster_databases(test)?,
+                _watchdog: Watchdog::start(test),
                 _turn: turn,
             };
             let mut conn = cluster.open(0);
@@ -500,13 +534,15 @@ mod galera {
         setup
             .batch_execute("INSERT INTO articles (id, likes_count) VALUES (1, 0), (2, 0), (3, 0)")
             .unwrap();
-        let done = AtomicBool::new(false);
+        let done = Stop::new();
         let (conflicts, retries) = (AtomicU64::new(0), AtomicU64::new(0));
         let (acked, bare_acked, maintenance) = std::thread::scope(|scope| {
+            // A panic below stops the threads that wait for `done` (see `Stop`).
+            let _done = done.on_exit();
             let maintenance = scope.spawn(|| {
                 let mut conn = cluster.open(cluster.urls.len() - 1);
                 let (mut passes, mut reruns, mut rollups, mut gave_up) = (0u64, 0u64, 0u64, 0u64);
-                while !done.load(Ordering::Acquire) {
+                while !done.is_set() {
                     match articles_likes_slots::table.compact_all(2, &mut conn) {
                         Ok(report) => (passes, reruns) = (passes + 1, reruns + report.retries),
                         // Every writer on every node writes these 3 records all the time: a
@@ -572,7 +608,7 @@ mod galera {
                 }
                 bare_acked += b;
             }
-            done.store(true, Ordering::Release);
+            done.set();
             (acked, bare_acked, maintenance.join().unwrap())
         });
         let writers = cluster.urls.len() * WRITERS_PER_NODE;
@@ -629,6 +665,219 @@ mod galera {
                 .collect::<Vec<_>>()
         });
         assert_eq!(cached, acked[1..]);
+    }
+
+    /// Writers on every node in business transactions (two counters of two records, held open
+    /// 1 ms) while maintenance runs with its defaults (`MAINTENANCE_BATCH`, no tuning): every
+    /// pass of `compact_all` and `refresh_cache_all` completes, and every total is exact. A batch
+    /// that loses certification is rerun smaller after a pause; a record writers keep winning
+    /// over is left for the next pass and listed in the report's `skipped`.
+    #[test]
+    fn maintenance_with_default_batches_converges_beside_business_transactions() {
+        let Some(cluster) = Cluster::migrated("maintenance_converges") else {
+            return;
+        };
+        const WRITERS_PER_NODE: usize = 4;
+        const KEYS: i32 = 12;
+        const RUN: Duration = Duration::from_secs(4);
+        let mut setup = cluster.open(0);
+        let parents: Vec<String> = (1..=KEYS).map(|k| format!("({k}, 0)")).collect();
+        setup
+            .batch_execute(&format!(
+                "INSERT INTO articles (id, likes_count) VALUES {}",
+                parents.join(", ")
+            ))
+            .unwrap();
+        let batch = slotted_core::maintenance::MAINTENANCE_BATCH;
+        let done = Stop::new();
+        let (acked, passes) = std::thread::scope(|scope| {
+            // A panic below stops the threads that wait for `done` (see `Stop`).
+            let _done = done.on_exit();
+            let started = Instant::now();
+            let maintenance = scope.spawn(|| {
+                let mut conn = cluster.open(cluster.urls.len() - 1);
+                // The writers are under way.
+                std::thread::sleep(Duration::from_millis(300));
+                let mut passes: Vec<Result<slotted_core::maintenance::CompactionReport, String>> =
+                    Vec::new();
+                let mut rollups: Vec<Result<slotted_core::maintenance::RefreshReport, String>> =
+                    Vec::new();
+                while !done.is_set() {
+                    passes.push(
+                        articles_likes_slots::table
+                            .compact_all(batch, &mut conn)
+                            .map_err(|e| e.to_string()),
+                    );
+                    rollups.push(
+                        articles_likes_slots::table
+                            .refresh_cache_all(batch, &mut conn)
+                            .map_err(|e| e.to_string()),
+                    );
+                }
+                (passes, rollups)
+            });
+            let writers: Vec<_> = cluster
+                .nodes()
+                .flat_map(|n| (0..WRITERS_PER_NODE).map(move |w| (n, w)))
+                .map(|(n, w)| {
+                    let cluster = &cluster;
+                    scope.spawn(move || {
+                        let mut conn = cluster.open(n);
+                        lifecycle::business_writer(&mut conn, KEYS, w * 3 + n, started + RUN)
+                    })
+                })
+                .collect();
+            let acked = lifecycle::sum_acked(writers.into_iter().map(|w| w.join().unwrap()));
+            done.set();
+            (acked, maintenance.join().unwrap())
+        });
+        let (compactions, rollups) = passes;
+        let failed: Vec<&String> = compactions
+            .iter()
+            .filter_map(|p| p.as_ref().err())
+            .collect();
+        let rollup_failures: Vec<&String> =
+            rollups.iter().filter_map(|p| p.as_ref().err()).collect();
+        let mut total = slotted_core::maintenance::CompactionReport::default();
+        for pass in compactions.iter().flatten() {
+            total += pass.clone();
+        }
+        println!(
+            "{} writers, {} transactions; {} compaction passes ({} failed): {} records, {} rows \
+             into {}, {} batches, {} rerun, {} records left for a later pass; {} roll-ups ({} failed)",
+            cluster.urls.len() * WRITERS_PER_NODE,
+            acked.iter().sum::<i64>() / 2,
+            compactions.len(),
+            failed.len(),
+            total.records,
+            total.rows_before,
+            total.rows_after,
+            total.batches,
+            total.retries,
+            total.skipped.len(),
+            rollups.len(),
+            rollup_failures.len(),
+        );
+        assert!(failed.is_empty(), "compaction passes failed: {failed:?}");
+        assert!(
+            rollup_failures.is_empty(),
+            "roll-ups failed: {rollup_failures:?}"
+        );
+        // One pass under this load can last the whole run: at least one started beside them.
+        assert!(!compactions.is_empty(), "compaction ran beside the writers");
+        assert!(total.rows_before > total.rows_after, "rows were folded");
+        let totals = cluster.same_everywhere("totals", |c| {
+            (1..=KEYS)
+                .map(|k| Article::likes_of(k).total(c).unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(totals, acked[1..], "acknowledged increments == totals");
+        // With the writers gone, one more pass of each folds every record and caches it.
+        let last = articles_likes_slots::table
+            .compact_all(batch, &mut setup)
+            .unwrap();
+        assert!(last.skipped.is_empty(), "{last:?}");
+        articles_likes_slots::table
+            .refresh_cache_all(batch, &mut setup)
+            .unwrap();
+        let cached = cluster.same_everywhere("cache column", |c| {
+            (1..=KEYS)
+                .map(|id| {
+                    c.query_i64(&format!(
+                        "SELECT likes_count AS n FROM articles WHERE id = {id}"
+                    ))
+                })
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(cached, acked[1..]);
+    }
+
+    /// A maintenance transaction refused at `COMMIT` by the cluster: node 3 is made to refuse
+    /// write sets over 8 KiB (`wsrep_max_ws_size`, global, so this test has the cluster alone),
+    /// which Galera checks when the transaction replicates, at `COMMIT`. The error names the
+    /// counter and its table as a statement's would, and a pass that committed a batch before it
+    /// says so.
+    #[test]
+    fn a_maintenance_commit_refused_by_the_cluster_names_the_counter() {
+        let Some(cluster) = Cluster::migrated_with("commit_refused", true) else {
+            return;
+        };
+        let node = cluster.urls.len() - 1;
+        let mut conn = cluster.open_causal(node);
+        // Records 1 and 2: 2 rows each (a small write set); 3 and 4: 1,000 rows each (slots past
+        // the declared 64 still count, and are folded).
+        conn.batch_execute(
+            "INSERT INTO posts_views_slots (record_id, slot, count) VALUES (1, 0, 1), (1, 1, 1), \
+             (2, 0, 1), (2, 1, 1); \
+             INSERT INTO posts_views_slots (record_id, slot, count) \
+             SELECT r.seq, s.seq, 1 FROM seq_3_to_4 AS r, seq_0_to_999 AS s",
+        )
+        .unwrap();
+
+        /// Puts the node's limit back however the test ends.
+        struct Limit(MysqlConnection);
+        impl Drop for Limit {
+            fn drop(&mut self) {
+                let _ = self
+                    .0
+                    .batch_execute("SET GLOBAL wsrep_max_ws_size = DEFAULT");
+            }
+        }
+        let mut limit = Limit(cluster.open(node));
+        limit
+            .0
+            .batch_execute("SET GLOBAL wsrep_max_ws_size = 8192")
+            .unwrap();
+
+        let context = "counter `Post.views` (table `posts_views_slots`)";
+        let err = posts_views_slots::table
+            .compact(&[3], &mut conn)
+            .unwrap_err();
+        println!("one record, refused at COMMIT: {err}");
+        assert!(
+            matches!(&err, Error::Database { counter, .. } if counter == "Post.views"),
+            "{err:?}"
+        );
+        assert!(err.to_string().starts_with(context), "{err}");
+        assert!(
+            err.to_string().contains("Maximum writeset size exceeded"),
+            "{err}"
+        );
+        assert!(!err.is_retryable(), "a refusal, not a conflict: {err}");
+
+        let err = posts_views_slots::table
+            .compact_all(2, &mut conn)
+            .unwrap_err();
+        println!("a pass, refused at its second COMMIT: {err}");
+        let message = err.to_string();
+        assert!(message.starts_with(context), "{message}");
+        assert!(
+            message.contains(
+                "committed before it stopped: 1 batches, 2 records folded (4 rows into 2)"
+            ),
+            "{message}"
+        );
+        let Error::MaintenanceStopped { committed, source } = &err else {
+            panic!("{err:?}");
+        };
+        assert!(matches!(**source, Error::Database { .. }), "{source:?}");
+        assert!(
+            matches!(&**committed, slotted_core::maintenance::Committed::Compaction(r) if r.records == 2),
+            "{committed:?}"
+        );
+
+        drop(limit);
+        posts_views_slots::table.compact_all(2, &mut conn).unwrap();
+        let totals = cluster.same_everywhere("totals", |c| {
+            (1..=4)
+                .map(|k| Post::views_of(k).total(c).unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(totals, [2, 2, 1000, 1000]);
+        let rows = cluster.same_everywhere("rows", |c| {
+            c.query_i64("SELECT COUNT(*) AS n FROM posts_views_slots")
+        });
+        assert_eq!(rows, 4, "one row per record once the limit is gone");
     }
 
     /// With the server's own retry on (`wsrep_retry_autocommit = 1`, Galera's default), bare
@@ -707,8 +956,8 @@ mod galera {
 
     /// How many incremental state transfers the node's log shows it received.
     fn ist_transfers(log: &str) -> usize {
-        std::fs::read_to_string(log)
-            .unwrap_or_else(|e| panic!("{log}: {e}"))
+        // Bytes: the log holds whatever the server wrote, not always UTF-8.
+        String::from_utf8_lossy(&std::fs::read(log).unwrap_or_else(|e| panic!("{log}: {e}")))
             .matches("WSREP: IST received")
             .count()
     }
@@ -739,14 +988,16 @@ mod galera {
         let before = ist_transfers(&log);
         const KEYS: i32 = 4;
 
-        let stop = AtomicBool::new(false);
+        let stop = Stop::new();
         let rejoined = AtomicBool::new(false);
         let (acked, unknown) = std::thread::scope(|scope| {
+            // A panic below stops the threads that wait for `stop` (see `Stop`).
+            let _stop = stop.on_exit();
             let compactor = scope.spawn(|| {
                 let (mut passes, mut failures) = (0u64, 0u64);
                 let mut node = victim - 1;
                 let mut conn: Option<MysqlConnection> = None;
-                while !stop.load(Ordering::Acquire) {
+                while !stop.is_set() {
                     let Some(c) = conn.as_mut() else {
                         conn = MysqlConnection::establish(&cluster.urls[node]).ok();
                         if conn.is_none() {
@@ -779,7 +1030,7 @@ mod galera {
                         let mut conn: Option<MysqlConnection> = None;
                         let policy = RetryPolicy::default();
                         let mut i = w;
-                        while !stop.load(Ordering::Acquire) {
+                        while !stop.is_set() {
                             if node != home && !back_home && rejoined.load(Ordering::Acquire) {
                                 (node, back_home, conn) = (home, true, None);
                             }
@@ -835,7 +1086,7 @@ mod galera {
             );
             rejoined.store(true, Ordering::Release);
             std::thread::sleep(Duration::from_millis(1500));
-            stop.store(true, Ordering::Release);
+            stop.set();
 
             let mut acked = vec![0i64; KEYS as usize + 1];
             let mut unknown = vec![0i64; KEYS as usize + 1];

@@ -3,8 +3,8 @@
 
 use diesel::connection::SimpleConnection;
 use slotted_core::{
-    diagnose, diagnose_with, Advice, CounterMaintenance, DiagnoseOptions, DiagnosticsBackend,
-    LockWaits, SlottedModel,
+    diagnostics::diagnose, diagnostics::diagnose_with, diagnostics::Advice,
+    diagnostics::DiagnoseOptions, diagnostics::LockWaits, CounterMaintenance, SlottedModel,
 };
 use slotted_tests::lifecycle::{self, Download, Video};
 use slotted_tests::models::{posts_likes_slots, Post};
@@ -30,10 +30,7 @@ fn no_waits_expected<C: TestConnection>(waits: &LockWaits) {
     }
 }
 
-fn counts_rows_records_and_what_compaction_removes<C: TestConnection>(test: &str)
-where
-    C::Backend: DiagnosticsBackend,
-{
+fn counts_rows_records_and_what_compaction_removes<C: TestConnection>(test: &str) {
     let Some((_db, mut conn)) = TestDb::migrated::<C>(test) else {
         return;
     };
@@ -114,10 +111,7 @@ where
     assert!(likes.advice.is_empty(), "{after}");
 }
 
-fn counts_buckets_and_shared_rows_per_counter<C: TestConnection>(test: &str)
-where
-    C::Backend: DiagnosticsBackend,
-{
+fn counts_buckets_and_shared_rows_per_counter<C: TestConnection>(test: &str) {
     let Some(db) = TestDb::new::<C>(test) else {
         return;
     };
@@ -183,10 +177,7 @@ where
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 /// Holds every slot row of record 1 with `SELECT … FOR UPDATE` in an open transaction while
 /// three writers increment it, looks while they wait, then lets them go.
-fn sees_writers_waiting_for_a_locked_record<C: TestConnection>(test: &str)
-where
-    C::Backend: DiagnosticsBackend,
-{
+fn sees_writers_waiting_for_a_locked_record<C: TestConnection>(test: &str) {
     let Some((db, mut holder)) = TestDb::migrated::<C>(test) else {
         return;
     };
@@ -285,10 +276,10 @@ where
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 /// Diagnoses until `n` writers wait on `Post.likes`, or 20 s have passed.
-fn wait_for_waits<C: TestConnection>(observer: &mut C, n: usize) -> slotted_core::ContentionReport
-where
-    C::Backend: DiagnosticsBackend,
-{
+fn wait_for_waits<C: TestConnection>(
+    observer: &mut C,
+    n: usize,
+) -> slotted_core::diagnostics::ContentionReport {
     use std::time::{Duration, Instant};
 
     let started = Instant::now();
@@ -301,5 +292,88 @@ where
         }
         // MariaDB refreshes its lock tables only after 100 ms without a read.
         std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The async face: the same report as the sync face, and on the servers the same lock waits,
+/// seen through a diesel-async connection.
+#[cfg(feature = "async")]
+mod asynch {
+    use super::*;
+    use slotted_tests::asynch::{migrated, AsyncTestConnection};
+
+    slotted_tests::async_backend_tests! {
+        all: [an_async_report_is_the_sync_report],
+    }
+
+    async fn an_async_report_is_the_sync_report<A: AsyncTestConnection>(test: &str) {
+        let Some((db, mut conn)) = migrated::<A>(test).await else {
+            return;
+        };
+        let mut sync = <A::Sync as TestConnection>::open(&db.url);
+        // Record 1 in every slot (a writer then waits for a row, not a gap), 2 and 3 in fewer.
+        let rows: Vec<String> = (0..16)
+            .map(|slot| format!("(1, {slot}, 1)"))
+            .chain(["(2, 0, 1)".into(), "(3, 0, 1)".into(), "(3, 1, 1)".into()])
+            .collect();
+        let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+        insert(
+            &mut sync,
+            "posts_likes_slots",
+            "record_id, slot, count",
+            &rows,
+        );
+        let options = DiagnoseOptions::default().hottest(2);
+        let expected = diagnose_with(Post::COUNTERS, &options, &mut sync).unwrap();
+        let report =
+            slotted_core::diagnostics::diagnose_with_async(Post::COUNTERS, &options, &mut conn)
+                .await
+                .unwrap();
+        assert_eq!(report, expected);
+        assert_eq!(report.tables[0].hottest.len(), 2, "{report}");
+        if <A::Sync as TestConnection>::NAME == "sqlite" {
+            return;
+        }
+        // A writer waits for record 1's rows, held by a transaction of the sync face; the async
+        // report sees it.
+        let (hold, held) = std::sync::mpsc::channel::<()>();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let url = db.url.clone();
+        let holder = std::thread::spawn(move || {
+            let mut holder = <A::Sync as TestConnection>::open(&url);
+            diesel::Connection::transaction(&mut holder, |holder| {
+                holder.lock_likes(1)?;
+                hold.send(()).unwrap();
+                released.recv().unwrap();
+                Ok::<_, diesel::result::Error>(())
+            })
+            .unwrap();
+        });
+        held.recv().unwrap();
+        let url = db.url.clone();
+        let writer = std::thread::spawn(move || {
+            let mut conn = <A::Sync as TestConnection>::open(&url);
+            Post::likes_of(1).increment(&mut conn)
+        });
+        let started = std::time::Instant::now();
+        let seen = loop {
+            let report = slotted_core::diagnostics::diagnose_async(Post::COUNTERS, &mut conn)
+                .await
+                .unwrap();
+            let waits = report.tables[0].lock_waits.waits().to_vec();
+            if !waits.is_empty() || started.elapsed() > std::time::Duration::from_secs(20) {
+                break waits;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        };
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        writer
+            .join()
+            .unwrap()
+            .expect("the writer goes on once the rows are released");
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].record.as_deref(), Some("1"), "{seen:?}");
+        assert_eq!(Post::likes_of(1).total(&mut sync).unwrap(), 17);
     }
 }

@@ -125,6 +125,18 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
         );
     }
 
+    // A diesel.toml without the filter: the check a user keeps in a test names what is missing
+    // and the line to write.
+    let toml = dir.join("diesel.toml");
+    std::fs::write(&toml, "[print_schema]\nfile = \"src/schema.rs\"\n").unwrap();
+    let missing = all_migrations().check_diesel_toml(&toml).unwrap_err();
+    let message = missing.to_string();
+    assert!(
+        matches!(missing, slotted_core::Error::DieselToml { .. })
+            && message.contains("posts_likes_slots")
+            && message.contains(&all_migrations().print_schema_filter()),
+        "{message}"
+    );
     // With the filter slotted prints in diesel.toml, print-schema leaves the counter tables
     // out: the derive declares them, and a second `table!` would not compile.
     std::fs::write(
@@ -135,6 +147,9 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
         ),
     )
     .unwrap();
+    all_migrations()
+        .check_diesel_toml(&toml)
+        .expect("the filter keeps every counter table out");
     let filtered = diesel(&["print-schema", "--database-url", &db.url], &dir).unwrap();
     for table in [
         "posts_likes_slots",

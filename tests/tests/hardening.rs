@@ -17,10 +17,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use diesel::prelude::*;
-use slotted_core::{transaction_with_retry, CounterMaintenance, Error, RecordFailure, RetryPolicy};
+use slotted_core::{
+    maintenance::RecordFailure, retry::transaction_with_retry, retry::RetryPolicy,
+    CounterMaintenance, Error,
+};
 use slotted_tests::lifecycle::{articles_likes_slots, downloads_daily_slots, Article, Download};
 use slotted_tests::models::{posts_likes_slots, Post};
-use slotted_tests::{backend_tests, TestConnection, TestDb};
+use slotted_tests::{backend_tests, Dice, Stop, TestConnection, TestDb};
 
 backend_tests! {
     all: [
@@ -289,18 +292,6 @@ struct Figures {
     records_compacted: AtomicU64,
 }
 
-/// A tiny deterministic generator per thread (xorshift).
-struct Dice(u64);
-
-impl Dice {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// Takes the next position of the witness row: the order in which the transactions that took
 /// it commit (each holds the row's lock until it does).
 fn next_position<C: TestConnection>(conn: &mut C) -> QueryResult<i64> {
@@ -329,9 +320,10 @@ fn set_is_atomic_beside_writers_and_a_compactor<C: TestConnection>(test: &str) {
     conn.batch_execute("INSERT INTO slotted_witness (id, n) VALUES (1, 0)")
         .unwrap();
     const WRITERS: u64 = 8;
+    const MIN_SETS: usize = 5;
     let url = db.url.as_str();
     let figures = Figures::default();
-    let stop = AtomicBool::new(false);
+    let stop = Stop::new();
     let setter_done = AtomicBool::new(false);
     let policy = RetryPolicy {
         max_retries: 100,
@@ -339,11 +331,13 @@ fn set_is_atomic_beside_writers_and_a_compactor<C: TestConnection>(test: &str) {
     };
     let deadline = Instant::now() + RANDOMIZED_RUN;
     let (deltas, sets, failures) = std::thread::scope(|scope| {
+        // A panic below stops the threads that wait for `stop` (see `Stop`).
+        let _stop = stop.on_exit();
         let (figures, stop, policy) = (&figures, &stop, &policy);
         let setter_done = &setter_done;
         let compactor = scope.spawn(move || {
             let mut conn = C::open(url);
-            while !stop.load(Ordering::Acquire) {
+            while !stop.is_set() {
                 match posts_likes_slots::table.compact_all(2, &mut conn) {
                     Ok(report) => {
                         figures.compactions.fetch_add(1, Ordering::Relaxed);
@@ -368,8 +362,13 @@ fn set_is_atomic_beside_writers_and_a_compactor<C: TestConnection>(test: &str) {
             let mut dice = Dice(0xD1B5_4A32_D192_ED03);
             let mut sets: Vec<(i64, i64)> = Vec::new();
             let mut failures: Vec<String> = Vec::new();
-            // The setter stops first: writers then commit after its last set.
-            while Instant::now() + Duration::from_millis(500) < deadline {
+            // The setter stops first: writers then commit after its last set. It goes on past
+            // the deadline until it has made MIN_SETS sets (writers wait for it): under load,
+            // SQLite's one write lock let it make only 3 in the 4 s of a CI run.
+            let give_up = deadline + Duration::from_secs(60);
+            while (Instant::now() + Duration::from_millis(500) < deadline || sets.len() < MIN_SETS)
+                && Instant::now() < give_up
+            {
                 let value = match dice.below(3) {
                     0 => 0,
                     _ => dice.below(2001) as i64 - 1000,
@@ -450,7 +449,7 @@ fn set_is_atomic_beside_writers_and_a_compactor<C: TestConnection>(test: &str) {
         }
         let (sets, f) = setter.join().unwrap();
         failures.extend(f);
-        stop.store(true, Ordering::Release);
+        stop.set();
         compactor.join().unwrap();
         (deltas, sets, failures)
     });
@@ -472,7 +471,7 @@ fn set_is_atomic_beside_writers_and_a_compactor<C: TestConnection>(test: &str) {
     );
     assert!(failures.is_empty(), "{failures:#?}");
     assert!(
-        sets.len() >= 5 && load(&figures.records_compacted) > 0,
+        sets.len() >= MIN_SETS && load(&figures.records_compacted) > 0,
         "too few sets ({}) or folds to test anything",
         sets.len()
     );
@@ -548,7 +547,7 @@ fn compactable_records<C: TestConnection>(conn: &mut C) {
 
 fn assert_compacted_around_the_poison<C: TestConnection>(
     conn: &mut C,
-    report: &slotted_core::CompactionReport,
+    report: &slotted_core::maintenance::CompactionReport,
 ) {
     assert_eq!(
         (report.records, report.rows_before, report.rows_after),

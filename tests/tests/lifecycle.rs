@@ -2,13 +2,12 @@
 //! reset (atomic under concurrent writers), cache roll-ups, day and hour buckets with retention,
 //! pre-created slots, and the shared table.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use diesel::migration::MigrationSource;
-use slotted_core::{CounterMaintenance, CounterMigrations};
+use slotted_core::{CounterMaintenance, CounterMigrations, Error};
 use slotted_tests::lifecycle::*;
-use slotted_tests::{backend_tests, TestConnection, TestDb};
+use slotted_tests::{backend_tests, Stop, TestConnection, TestDb};
 
 // PostgreSQL lists a session's cached statements (`pg_prepared_statements`): there the
 // statement-cache test can see them.
@@ -24,6 +23,11 @@ backend_tests! {
         bucket_retention_deletes_or_folds,
         prefilled_slots_take_plain_updates,
         shared_table_holds_two_models,
+        a_stopped_pass_says_what_it_committed,
+    ],
+    servers: [
+        compaction_does_not_wait_for_a_writers_open_transaction,
+        maintenance_converges_beside_business_transactions,
     ],
     postgres: [maintenance_keeps_the_statement_cache_small],
 }
@@ -128,15 +132,17 @@ fn compaction_is_exact_under_concurrent_writers<C: TestConnection>(test: &str) {
     const WRITERS: usize = 4;
     const INCREMENTS: usize = 400;
     const KEYS: i32 = 20;
-    let done = AtomicBool::new(false);
+    let done = Stop::new();
     let (acknowledged, compactions) = std::thread::scope(|scope| {
+        // A panic below stops the threads that wait for `done` (see `Stop`).
+        let _done = done.on_exit();
         let compactors: Vec<_> = [7, 3]
             .map(|batch| {
                 let (url, done) = (&db.url, &done);
                 scope.spawn(move || {
                     let mut conn = C::open(url);
                     let (mut runs, mut retries, mut errors) = (0, 0, Vec::new());
-                    while !done.load(Ordering::Acquire) {
+                    while !done.is_set() {
                         match articles_likes_slots::table.compact_all(batch, &mut conn) {
                             Ok(report) => (runs, retries) = (runs + 1, retries + report.retries),
                             Err(e) => errors.push(e.to_string()),
@@ -170,7 +176,7 @@ fn compaction_is_exact_under_concurrent_writers<C: TestConnection>(test: &str) {
                 *sum += n;
             }
         }
-        done.store(true, Ordering::Release);
+        done.set();
         let compactions: Vec<(usize, u64, Vec<String>)> =
             compactors.into_iter().map(|c| c.join().unwrap()).collect();
         (acknowledged, compactions)
@@ -343,9 +349,9 @@ fn cache_rolls_up_totals<C: TestConnection>(test: &str) {
 
     assert_eq!(
         Article { id: 1 }.likes().refresh_cache(&mut conn).unwrap(),
-        slotted_core::RefreshReport {
+        slotted_core::maintenance::RefreshReport {
             updated: 1,
-            failed: vec![]
+            ..Default::default()
         }
     );
     assert_eq!(
@@ -678,5 +684,277 @@ fn maintenance_keeps_the_statement_cache_small<C: TestConnection>(test: &str) {
             _ => 0,
         };
         assert_eq!(totals[&key], i64::from(expected), "key {key}");
+    }
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// A writer's transaction holds a slot row of record 1 and stays open. Compaction with its
+/// defaults neither waits for it nor fails: it folds every row no one holds (`SKIP LOCKED`),
+/// leaves the held one, and the writer's increment still counts once when it commits. Before,
+/// compaction waited on the row until the lock wait timeout (2 s here) and failed the pass.
+fn compaction_does_not_wait_for_a_writers_open_transaction<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    for key in 1..=4 {
+        for _ in 0..100 {
+            Article::likes_of(key).increment(&mut conn).unwrap();
+        }
+    }
+    let before = rows(&mut conn, "articles_likes_slots", "record_id = 1");
+    assert!(before > 2, "100 draws over 8 slots: {before} rows");
+    let mut writer = C::open(&db.url);
+    writer.batch_execute("BEGIN").unwrap();
+    Article::likes_of(1).increment(&mut writer).unwrap();
+    conn.batch_execute(match C::NAME {
+        "postgres" => "SET lock_timeout = '2s'",
+        _ => "SET SESSION innodb_lock_wait_timeout = 2",
+    })
+    .unwrap();
+    let started = std::time::Instant::now();
+    let report = articles_likes_slots::table
+        .compact_all(slotted_core::maintenance::MAINTENANCE_BATCH, &mut conn)
+        .unwrap_or_else(|e| panic!("compaction beside an open writer: {e}"));
+    println!("{}: {report:?} in {:?}", C::NAME, started.elapsed());
+    assert_eq!(report.records, 4, "{report:?}");
+    for key in 2..=4 {
+        assert_eq!(
+            rows(
+                &mut conn,
+                "articles_likes_slots",
+                &format!("record_id = {key}")
+            ),
+            1
+        );
+    }
+    assert_eq!(
+        rows(&mut conn, "articles_likes_slots", "record_id = 1"),
+        2,
+        "the folded row and the row the writer holds"
+    );
+    writer.batch_execute("COMMIT").unwrap();
+    assert_eq!(Article::likes_of(1).total(&mut conn).unwrap(), 101);
+    articles_likes_slots::table
+        .compact_all(slotted_core::maintenance::MAINTENANCE_BATCH, &mut conn)
+        .unwrap();
+    assert_eq!(rows(&mut conn, "articles_likes_slots", "record_id = 1"), 1);
+    assert_eq!(Article::likes_of(1).total(&mut conn).unwrap(), 101);
+}
+
+/// A trigger refuses any change to record 4's slot rows: at the statement on SQLite and MySQL,
+/// at `COMMIT` on PostgreSQL (a deferred constraint trigger). Compaction in pages of 2 commits
+/// records 1 and 2, then fails on the batch of 3 and 4: the error names the counter and its
+/// table, the `COMMIT`'s included, and says what the pass committed before it.
+fn a_stopped_pass_says_what_it_committed<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    freeze_record_4(&mut conn);
+
+    // One record, nothing committed: the plain error, with the counter named.
+    let err = Article::likes_of(4).compact(&mut conn).unwrap_err();
+    println!("{}: {err}", C::NAME);
+    assert!(matches!(err, Error::Database { .. }), "{err:?}");
+    assert!(err.to_string().starts_with(CONTEXT), "{err}");
+    assert!(err.to_string().contains("record 4 is frozen"), "{err}");
+
+    // Inside a transaction of the caller's nothing is committed: the plain error (on
+    // PostgreSQL the deferred trigger fires at the caller's own COMMIT instead).
+    if C::NAME != "postgres" {
+        let err = conn
+            .transaction(|c| articles_likes_slots::table.compact_all(2, c))
+            .unwrap_err();
+        assert!(matches!(err, Error::Database { .. }), "{err:?}");
+        let record_1 = rows(&mut conn, "articles_likes_slots", "record_id = 1");
+        assert!(
+            record_1 > 1,
+            "rolled back with the caller's transaction: {record_1} rows"
+        );
+    }
+
+    let err = articles_likes_slots::table
+        .compact_all(2, &mut conn)
+        .unwrap_err();
+    assert_stopped_after_records_1_and_2(&mut conn, &err);
+}
+
+const CONTEXT: &str = "counter `Article.likes` (table `articles_likes_slots`)";
+
+/// Records 1 to 6 with 50 likes each, over several rows, and a trigger that refuses any change
+/// to record 4's rows.
+fn freeze_record_4<C: TestConnection>(conn: &mut C) {
+    for key in 1..=6 {
+        for _ in 0..50 {
+            Article::likes_of(key).increment(conn).unwrap();
+        }
+    }
+    conn.batch_execute(match C::NAME {
+        "sqlite" => {
+            "CREATE TRIGGER frozen BEFORE DELETE ON articles_likes_slots WHEN OLD.record_id = 4 \
+             BEGIN SELECT RAISE(ABORT, 'record 4 is frozen'); END;"
+        }
+        "postgres" => {
+            "CREATE FUNCTION frozen() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF OLD.record_id = 4 THEN RAISE EXCEPTION 'record 4 is frozen'; END IF; \
+             RETURN NULL; END $$; \
+             CREATE CONSTRAINT TRIGGER frozen AFTER UPDATE OR DELETE ON articles_likes_slots \
+             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION frozen();"
+        }
+        _ => {
+            "CREATE TRIGGER frozen BEFORE DELETE ON articles_likes_slots FOR EACH ROW BEGIN \
+             IF OLD.record_id = 4 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = \
+             'record 4 is frozen'; END IF; END"
+        }
+    })
+    .unwrap();
+}
+
+/// `err` is compaction in pages of 2 stopped at record 4, after committing records 1 and 2.
+fn assert_stopped_after_records_1_and_2<C: TestConnection>(conn: &mut C, err: &Error) {
+    println!("{}: {err}", C::NAME);
+    let message = err.to_string();
+    assert!(message.starts_with(CONTEXT), "{message}");
+    assert!(message.contains("record 4 is frozen"), "{message}");
+    assert!(
+        message.contains("committed before it stopped: 1 batches, 2 records folded"),
+        "{message}"
+    );
+    let Error::MaintenanceStopped { committed, source } = err else {
+        panic!("{err:?}");
+    };
+    assert!(matches!(**source, Error::Database { .. }), "{source:?}");
+    let slotted_core::maintenance::Committed::Compaction(done) = &**committed else {
+        panic!("{committed:?}");
+    };
+    assert_eq!((done.records, done.batches), (2, 1), "{done:?}");
+    assert_eq!(done.rows_after, 2);
+    for key in 1..=6 {
+        let n = rows(conn, "articles_likes_slots", &format!("record_id = {key}"));
+        assert_eq!(n == 1, key <= 2, "record {key}: {n} rows");
+        assert_eq!(Article::likes_of(key).total(conn).unwrap(), 50);
+    }
+}
+
+/// The async face of the same.
+#[cfg(feature = "async")]
+mod asynch {
+    use slotted_core::CounterMaintenance;
+    use slotted_tests::asynch::AsyncTestConnection;
+    use slotted_tests::lifecycle::articles_likes_slots;
+    use slotted_tests::{TestConnection, TestDb};
+
+    slotted_tests::async_backend_tests! {
+        all: [a_stopped_async_pass_says_what_it_committed],
+    }
+
+    async fn a_stopped_async_pass_says_what_it_committed<A: AsyncTestConnection>(test: &str) {
+        let Some(db) = TestDb::new::<A::Sync>(&format!("async_{test}")) else {
+            return;
+        };
+        let mut check = <A::Sync as TestConnection>::open(&db.url);
+        slotted_tests::lifecycle::migrate(&mut check);
+        super::freeze_record_4(&mut check);
+        let mut conn = A::open(&db.url).await;
+        let err = articles_likes_slots::table
+            .compact_all_async(2, &mut conn)
+            .await
+            .unwrap_err();
+        super::assert_stopped_after_records_1_and_2(&mut check, &err);
+    }
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// Writers in business transactions (two records, held open 1 ms) while compaction and the
+/// roll-up run with their default batches: every pass completes and every total is exact.
+fn maintenance_converges_beside_business_transactions<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    const WRITERS: usize = 8;
+    const KEYS: i32 = 6;
+    const RUN: Duration = Duration::from_secs(2);
+    let parents: Vec<String> = (1..=KEYS).map(|k| format!("({k}, 0)")).collect();
+    conn.batch_execute(&format!(
+        "INSERT INTO articles (id, likes_count) VALUES {}",
+        parents.join(", ")
+    ))
+    .unwrap();
+    let batch = slotted_core::maintenance::MAINTENANCE_BATCH;
+    let done = Stop::new();
+    let started = std::time::Instant::now();
+    let (acked, (compactions, rollups)) = std::thread::scope(|scope| {
+        // A panic below stops the threads that wait for `done` (see `Stop`).
+        let _done = done.on_exit();
+        let maintenance = scope.spawn(|| {
+            let mut conn = C::open(&db.url);
+            let (mut compactions, mut rollups) = (Vec::new(), Vec::new());
+            while !done.is_set() {
+                compactions.push(
+                    articles_likes_slots::table
+                        .compact_all(batch, &mut conn)
+                        .map_err(|e| e.to_string()),
+                );
+                rollups.push(
+                    articles_likes_slots::table
+                        .refresh_cache_all(batch, &mut conn)
+                        .map_err(|e| e.to_string()),
+                );
+            }
+            (compactions, rollups)
+        });
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let url = &db.url;
+                scope.spawn(move || {
+                    let mut conn = C::open(url);
+                    business_writer(&mut conn, KEYS, w * 3, started + RUN)
+                })
+            })
+            .collect();
+        let acked = sum_acked(writers.into_iter().map(|w| w.join().unwrap()));
+        done.set();
+        (acked, maintenance.join().unwrap())
+    });
+    let mut total = slotted_core::maintenance::CompactionReport::default();
+    for pass in compactions.iter().flatten() {
+        total += pass.clone();
+    }
+    println!(
+        "{}: {WRITERS} writers, {} transactions; {} compaction passes: {} rows into {}, {} \
+         batches, {} rerun, {} records skipped; {} roll-ups",
+        C::NAME,
+        acked.iter().sum::<i64>() / 2,
+        compactions.len(),
+        total.rows_before,
+        total.rows_after,
+        total.batches,
+        total.retries,
+        total.skipped.len(),
+        rollups.len()
+    );
+    let failed: Vec<&String> = compactions
+        .iter()
+        .filter_map(|p| p.as_ref().err())
+        .chain(rollups.iter().filter_map(|p| p.as_ref().err()))
+        .collect();
+    assert!(failed.is_empty(), "maintenance failed: {failed:?}");
+    assert!(total.batches > 0, "compaction folded beside the writers");
+    for key in 1..=KEYS {
+        assert_eq!(
+            Article::likes_of(key).total(&mut conn).unwrap(),
+            acked[key as usize],
+            "key {key}"
+        );
+    }
+    articles_likes_slots::table
+        .refresh_cache_all(batch, &mut conn)
+        .unwrap();
+    for key in 1..=KEYS {
+        assert_eq!(
+            conn.query_i64(&format!(
+                "SELECT likes_count AS n FROM articles WHERE id = {key}"
+            )),
+            acked[key as usize]
+        );
     }
 }

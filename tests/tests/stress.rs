@@ -12,17 +12,17 @@
 //! Small by default; `SLOTTED_STRESS_SCALE=10` runs ten times the transactions.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool, R2D2Connection};
+use diesel::r2d2::R2D2Connection;
 use slotted_core::{
-    transaction_with_retry, CounterMaintenance, CounterMigrations, Error, RetryPolicy,
-    SlottedCounter,
+    retry::transaction_with_retry, retry::RetryPolicy, CounterMaintenance, CounterMigrations,
+    Error, SlottedCounter,
 };
 use slotted_tests::lifecycle::{articles_likes_slots, Article};
 use slotted_tests::models::*;
-use slotted_tests::{backend_tests, TestConnection, TestDb};
+use slotted_tests::{backend_tests, pool, Dice, Stop, TestConnection, TestDb};
 
 backend_tests!(
     jepsen_style_counter_workload,
@@ -83,42 +83,6 @@ struct Figures {
     maintenance_errors: AtomicU64,
 }
 
-/// A tiny deterministic generator per thread (xorshift): reproducible workloads.
-struct Dice(u64);
-
-impl Dice {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
-/// SQLite through a pool needs its busy timeout on every connection.
-#[derive(Debug)]
-struct Pragmas(&'static str);
-
-impl<C: diesel::connection::SimpleConnection> CustomizeConnection<C, diesel::r2d2::Error>
-    for Pragmas
-{
-    fn on_acquire(&self, conn: &mut C) -> Result<(), diesel::r2d2::Error> {
-        if self.0 == "sqlite" {
-            conn.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL;")
-                .map_err(diesel::r2d2::Error::QueryError)?;
-        }
-        Ok(())
-    }
-}
-
-fn pool<C: TestConnection + R2D2Connection>(url: &str, size: u32) -> Pool<ConnectionManager<C>> {
-    Pool::builder()
-        .max_size(size)
-        .connection_customizer(Box::new(Pragmas(C::NAME)))
-        .build(ConnectionManager::new(url))
-        .expect("pool")
-}
-
 fn scale() -> u64 {
     std::env::var("SLOTTED_STRESS_SCALE")
         .ok()
@@ -148,18 +112,20 @@ fn jepsen_style_counter_workload<C: TestConnection + R2D2Connection>(test: &str)
         .collect();
     let ledger: Mutex<HashMap<Target, Ledger>> = Mutex::new(HashMap::new());
     let figures = Figures::default();
-    let done = AtomicBool::new(false);
+    let done = Stop::new();
     let policy = RetryPolicy {
         max_retries: 50,
         ..RetryPolicy::default()
     };
 
     std::thread::scope(|scope| {
+        // A panic below stops the threads that wait for `done` (see `Stop`).
+        let _done = done.on_exit();
         // Maintenance beside the writers, on a pooled connection kept through its errors:
         // compaction folds rows and the roll-up copies totals while they are written.
         scope.spawn(|| {
             let mut conn = pool.get().unwrap();
-            while !done.load(Ordering::Acquire) {
+            while !done.is_set() {
                 let passes = [
                     posts_likes_slots::table.compact_all(2, &mut *conn),
                     posts_views_slots::table.compact_all(2, &mut *conn),
@@ -258,7 +224,7 @@ fn jepsen_style_counter_workload<C: TestConnection + R2D2Connection>(test: &str)
         for writer in writers {
             writer.join().unwrap();
         }
-        done.store(true, Ordering::Release);
+        done.set();
     });
 
     let mut conn = pool.get().unwrap();

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use slotted_core::{CounterMaintenance, RetryPolicy};
+use slotted_core::{retry::RetryPolicy, CounterMaintenance};
 use slotted_tests::models::{posts_views_slots, Page, Post, Reaction};
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 use tracing::field::{Field, Visit};
@@ -152,7 +152,7 @@ fn maintenance_reports_and_retries_are_events<C: TestConnection>(test: &str) {
             .compact_all(100, &mut conn)
             .unwrap();
         let mut attempts = 0;
-        slotted_core::transaction_with_retry(&mut conn, &RetryPolicy::default(), |conn| {
+        slotted_core::retry::transaction_with_retry(&mut conn, &RetryPolicy::default(), |conn| {
             attempts += 1;
             Post::likes_of(1).increment(conn)?;
             if attempts == 1 {

@@ -6,7 +6,7 @@
 
 use diesel::connection::{Connection, TransactionManager};
 use diesel::result::Error as DieselError;
-use slotted_core::{transaction_with_retry, Error, RetryPolicy};
+use slotted_core::{retry::transaction_with_retry, retry::RetryPolicy, Error};
 use slotted_tests::models::Post;
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 

@@ -69,7 +69,7 @@ where
 type FlushFn = dyn Fn() -> BoxFuture<'static, Result<()>> + Send + Sync;
 
 /// A write-behind buffer on a pool of diesel-async connections, flushed by a tokio task: the
-/// async twin of [`CounterBuffer`](crate::CounterBuffer), with the same merging, flushes and
+/// async twin of [`CounterBuffer`](crate::buffer::CounterBuffer), with the same merging, flushes and
 /// guarantees.
 ///
 /// Create it inside a tokio runtime (it spawns its flusher task), share it in an `Arc` (axum
@@ -138,9 +138,16 @@ impl AsyncCounterBuffer {
                 Box::pin(async move {
                     let _one_at_a_time = flush_lock.lock().await;
                     let started = core.start_round();
-                    let outcome = match pool.connection().await {
-                        Ok(mut conn) => flush_round(&core, &mut AsyncExec(&mut *conn)).await,
-                        Err(e) => Err(e),
+                    // A pool's own wait (bb8: 30 s) would hide an unreachable database from
+                    // the stats and overrun a shutdown's deadline.
+                    let wait = core.checkout_wait();
+                    let outcome = match tokio::time::timeout(wait, pool.connection()).await {
+                        Ok(Ok(mut conn)) => flush_round(&core, &mut AsyncExec(&mut *conn)).await,
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err(Error::Pool(format!(
+                            "no connection within {wait:?} (the flush interval, or the time \
+                             left to shut down): the database may be unreachable"
+                        ))),
                     };
                     core.end_round(started, &outcome);
                     outcome
@@ -166,9 +173,10 @@ impl AsyncCounterBuffer {
     }
 
     /// Stops taking adds ([`Error::BufferClosed`] after this), writes everything and ends the
-    /// flusher task. Retries failed flushes for up to
-    /// [`shutdown_timeout`](BufferConfig::shutdown_timeout), then returns
-    /// [`Error::BufferUnflushed`]. Calling it again returns `Ok`.
+    /// flusher task. Retries failed flushes until
+    /// [`shutdown_timeout`](BufferConfig::shutdown_timeout) after this call (each wait for a
+    /// connection bounded by the time left), then returns [`Error::BufferUnflushed`] with what
+    /// is left. Calling it again returns `Ok`.
     pub async fn shutdown(&self) -> Result<()> {
         let Some(flusher) = lock(&self.flusher).take() else {
             return Ok(());
@@ -221,8 +229,10 @@ impl AsyncCounterBuffer {
         }
     }
 
+    /// Tests: reports the next `n` successful COMMITs as lost connections (feature
+    /// `test-hooks`, for slotted's own tests).
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
-    /// Tests: reports the next `n` successful COMMITs as lost connections.
     pub fn __lose_commit_outcomes(&self, n: u64) {
         self.core.faults.lose_commit_outcomes(n);
     }

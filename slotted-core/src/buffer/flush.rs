@@ -94,13 +94,15 @@ async fn write_chunk<E: Exec>(
         }
         Err(e) => Err(fail(e)),
         Ok(_) => match exec.execute(AddRows { spec, rows: &rows }).await {
-            // PostgreSQL and SQLite: the overflow guard skipped a row.
+            // PostgreSQL and SQLite count a row per key inserted or updated, none for a row
+            // the overflow guard skipped. MySQL's count (1 per insert, 2 per update) says
+            // nothing of overflow, which is its error 1690 (a `Database` error) instead.
             Ok(n) if E::Backend::DIALECT != Dialect::Mysql && n != rows.len() => Err((
-                Error::Overflow {
+                Error::FlushOverflow {
                     counter: spec.qualified_name(),
                     table: spec.table,
-                    key: format!("(one of the {} keys of a flush)", rows.len()),
-                    delta: 0,
+                    rows: rows.len(),
+                    written: n,
                 },
                 false,
             )),
@@ -175,7 +177,10 @@ pub(crate) async fn run_flusher<F: Face>(core: &Core, face: &F) -> Result<()> {
             Err(_) => failures = failures.saturating_add(1),
         }
     }
-    let deadline = Instant::now() + config.shutdown_timeout;
+    // From the shutdown call, not from when a round in progress then ended.
+    let deadline = core
+        .shutdown_deadline()
+        .unwrap_or_else(|| Instant::now() + config.shutdown_timeout);
     let mut failures = 0u32;
     loop {
         let outcome = face.flush().await;
@@ -188,6 +193,7 @@ pub(crate) async fn run_flusher<F: Face>(core: &Core, face: &F) -> Result<()> {
             return Err(Error::BufferUnflushed {
                 unflushed_adds: stats.unflushed_adds,
                 pending_keys: stats.pending_keys,
+                in_doubt_adds: core.in_doubt_adds(),
                 last_error: stats.last_error.unwrap_or_default(),
             });
         }

@@ -1,12 +1,15 @@
 //! The write-behind buffer: counts that need not be in the caller's transaction (views,
 //! downloads, impressions) merged in memory per (counter, key) and flushed in batches.
 //!
-//! - [`pending`]: the merging core (no I/O), shared by both faces.
-//! - [`signal`]: waking the flusher.
-//! - [`flush`]: the flush job and the flusher loop, written once over `Exec`.
-//! - [`sync`]: [`CounterBuffer`] on an r2d2 pool, flushed by a thread.
-//! - `asynch` (feature `async`): [`AsyncCounterBuffer`] on a bb8 or deadpool pool, flushed by a
-//!   tokio task.
+//! [`CounterBuffer`] (an r2d2 pool, flushed by a thread; feature `r2d2`) and
+//! `AsyncCounterBuffer` (a bb8 or deadpool pool, flushed by a tokio task; features `async` with
+//! `bb8` or `deadpool`) share one merging core and one flush job. Configure them with
+//! [`BufferConfig`]; watch them with [`BufferStats`]. The guarantees, the cap and what an outage
+//! does: `docs/guide/buffer.md`.
+//
+// The code: `pending` is the merging core (no I/O; its batches in `pending/batches.rs`),
+// `signal` wakes the flusher, `flush` is the flush job and loop written once over `Exec`, `sync`
+// and `asynch` are the two faces.
 
 #[cfg(feature = "async")]
 pub(crate) mod asynch;
@@ -22,8 +25,8 @@ pub use asynch::{AsyncConnectionPool, AsyncCounterBuffer};
 pub use sync::{ConnectionPool, CounterBuffer};
 
 use crate::count::check_key_in;
-use crate::counter::Counter;
 use crate::error::Result;
+use crate::handle::Counter;
 use crate::key::RawKey;
 use crate::table::{CounterSpec, CounterTable};
 
@@ -97,6 +100,10 @@ impl Default for BufferConfig {
 pub struct BufferStats {
     /// Entries (counter, key, bucket) held: pending, or written by a flush not yet committed.
     pub pending_keys: usize,
+    /// Rows cut into batches for a flush and not yet committed. However many flushes fail,
+    /// at most one per entry held, plus the rows of one batch whose COMMIT is in doubt
+    /// (at most 4,096): retries write the entries' merged deltas, never copies of them.
+    pub batched_rows: usize,
     /// Adds taken and not yet known to be in the database: what a SIGKILL now would lose.
     pub unflushed_adds: u64,
     /// Adds taken, ever.

@@ -10,11 +10,12 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub(crate) use super::signal::Signal;
 use stats::Tally;
 
+mod batches;
 mod stats;
 use super::BufferConfig;
 use crate::dialect::Dialect;
@@ -102,6 +103,7 @@ pub(crate) struct Faults {
     pub skip_lookup: AtomicBool,
 }
 
+#[cfg(feature = "test-hooks")]
 impl Faults {
     /// Reports the next `n` successful COMMITs as lost connections.
     pub(crate) fn lose_commit_outcomes(&self, n: u64) {
@@ -137,6 +139,8 @@ pub struct Core {
     unflushed: AtomicU64,
     /// Chunks cut and not yet committed, in key order.
     chunks: Mutex<VecDeque<Chunk>>,
+    /// Rows in chunks cut and not yet committed (queued, or being written).
+    batched_rows: AtomicUsize,
     tally: Tally,
     /// No more adds: the buffer is shutting down.
     closed: AtomicBool,
@@ -147,6 +151,8 @@ pub struct Core {
     pub(crate) room_notify: tokio::sync::Notify,
     pub(crate) faults: Faults,
     last_prune: Mutex<Option<Instant>>,
+    /// Set by `close`: when the shutdown gives up.
+    deadline: Mutex<Option<Instant>>,
 }
 
 impl Core {
@@ -160,6 +166,7 @@ impl Core {
             keys: AtomicUsize::new(0),
             unflushed: AtomicU64::new(0),
             chunks: Mutex::default(),
+            batched_rows: AtomicUsize::new(0),
             tally: Tally::default(),
             closed: AtomicBool::new(false),
             wake: Signal::default(),
@@ -168,6 +175,7 @@ impl Core {
             room_notify: tokio::sync::Notify::new(),
             faults: Faults::default(),
             last_prune: Mutex::new(None),
+            deadline: Mutex::new(None),
         }
     }
 
@@ -296,15 +304,36 @@ impl Core {
             .fold(0i64, |sum, (_, e)| sum.saturating_add(held(e)))
     }
 
-    /// Stops adds; the last cut after this sees every add that was taken.
+    /// Stops adds; the last cut after this sees every add that was taken. The shutdown's
+    /// deadline runs from the first call.
     pub(crate) fn close(&self) {
+        lock(&self.deadline).get_or_insert_with(|| Instant::now() + self.config.shutdown_timeout);
         self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// When a shutdown gives up, once `close` was called.
+    pub(crate) fn shutdown_deadline(&self) -> Option<Instant> {
+        *lock(&self.deadline)
+    }
+
+    /// How long a flush may wait for a pooled connection: one interval, so that a database
+    /// that cannot be reached shows in the stats within about one; never past the shutdown
+    /// timeout, nor, once shutting down, past its deadline.
+    pub(crate) fn checkout_wait(&self) -> Duration {
+        let wait = self.config.interval.min(self.config.shutdown_timeout);
+        match self.shutdown_deadline() {
+            Some(deadline) => wait.min(deadline.saturating_duration_since(Instant::now())),
+            None => wait,
+        }
     }
 
     /// Moves every pending delta into chunks, sorted by counter then key, behind the chunks
     /// still waiting. Entries whose deltas cancel out are done at once.
     pub(crate) fn cut(&self) {
-        let mut rows: Vec<(CounterSpec, Row)> = Vec::new();
+        // Rows name their counter by an index into `counters`: a spec per row would double
+        // the memory a cut of many keys takes.
+        let mut counters: Vec<CounterSpec> = Vec::new();
+        let mut rows: Vec<(u16, Row)> = Vec::new();
         let mut cancelled = 0u64;
         for shard in &self.shards {
             let mut shard = lock(shard);
@@ -329,7 +358,18 @@ impl Core {
                         delta: entry.pending,
                         adds: entry.pending_adds,
                     };
-                    rows.push((specs[usize::from(*index)], row));
+                    let spec = &specs[usize::from(*index)];
+                    let counter = match counters
+                        .iter()
+                        .position(|s| counter_id(s) == counter_id(spec))
+                    {
+                        Some(i) => i,
+                        None => {
+                            counters.push(*spec);
+                            counters.len() - 1
+                        }
+                    };
+                    rows.push((counter as u16, row));
                     entry.in_flight += entry.pending;
                 }
                 entry.pending = 0;
@@ -347,18 +387,21 @@ impl Core {
             return;
         }
         rows.sort_by(|(a, x), (b, y)| {
+            let (a, b) = (&counters[usize::from(*a)], &counters[usize::from(*b)]);
             (counter_id(a), &x.key, x.bucket).cmp(&(counter_id(b), &y.key, y.bucket))
         });
         let mut chunks = lock(&self.chunks);
+        self.batched_rows.fetch_add(rows.len(), Ordering::AcqRel);
         let mut rows = rows.into_iter().peekable();
-        while let Some((spec, first)) = rows.next() {
+        while let Some((counter, first)) = rows.next() {
             let mut chunk = vec![first];
             while chunk.len() < ROWS_PER_CHUNK {
-                match rows.next_if(|(s, _)| counter_id(s) == counter_id(&spec)) {
+                match rows.next_if(|(c, _)| *c == counter) {
                     Some((_, row)) => chunk.push(row),
                     None => break,
                 }
             }
+            let spec = counters[usize::from(counter)];
             chunks.push_back(Chunk {
                 id: rand::random(),
                 spec,
@@ -366,49 +409,6 @@ impl Core {
                 in_doubt: false,
             });
         }
-    }
-
-    /// The next chunk to write, taken out of the queue while it is written (one flush at a
-    /// time: the faces hold a flush lock); its deltas stay visible as in flight.
-    pub(crate) fn take_chunk(&self) -> Option<Chunk> {
-        lock(&self.chunks).pop_front()
-    }
-
-    /// A chunk that failed goes back to the front, in doubt if its COMMIT was.
-    pub(crate) fn put_back(&self, mut chunk: Chunk, in_doubt: bool) {
-        chunk.in_doubt |= in_doubt;
-        if in_doubt {
-            self.tally.commits_in_doubt.fetch_add(1, Ordering::Relaxed);
-        }
-        lock(&self.chunks).push_front(chunk);
-    }
-
-    /// The chunk is in the database: its deltas leave memory.
-    pub(crate) fn committed(&self, chunk: &Chunk) {
-        let mut adds = 0;
-        for row in &chunk.rows {
-            adds += row.adds;
-            let mut shard = lock(self.shard(&chunk.spec, &row.key));
-            let index = shard.spec_index(&chunk.spec);
-            let id = (index, row.key.clone(), row.bucket);
-            let Some(entry) = shard.entries.get_mut(&id) else {
-                continue;
-            };
-            entry.in_flight -= row.delta;
-            if entry.in_flight == 0 && entry.pending_adds == 0 {
-                shard.entries.remove(&id);
-                self.keys.fetch_sub(1, Ordering::AcqRel);
-            }
-            shard.unflushed_adds -= row.adds;
-        }
-        self.done_adds(adds);
-        self.tally.transactions.fetch_add(1, Ordering::Relaxed);
-        self.tally
-            .flushed_rows
-            .fetch_add(chunk.rows.len() as u64, Ordering::Relaxed);
-        self.tally
-            .last_flush_rows
-            .fetch_add(chunk.rows.len() as u64, Ordering::Relaxed);
     }
 
     fn done_adds(&self, adds: u64) {

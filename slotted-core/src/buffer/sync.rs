@@ -27,6 +27,16 @@ pub trait ConnectionPool: Send + Sync + 'static {
     type Guard: DerefMut<Target = Self::Connection>;
     /// A connection, or why there is none (as [`Error::Pool`]).
     fn connection(&self) -> Result<Self::Guard>;
+
+    /// A connection within `wait`, or why there is none. The buffer's flushes check out
+    /// with this, `wait` one flush interval at most, so that an unreachable database shows
+    /// in its stats within about an interval and `shutdown` keeps its deadline. The default
+    /// calls [`connection`](Self::connection), which waits as long as the pool does:
+    /// implement it for a pool of your own.
+    fn connection_within(&self, wait: Duration) -> Result<Self::Guard> {
+        let _ = wait;
+        self.connection()
+    }
 }
 
 #[cfg(feature = "r2d2")]
@@ -41,6 +51,12 @@ where
     fn connection(&self) -> Result<Self::Guard> {
         self.get().map_err(|e| Error::Pool(e.to_string()))
     }
+
+    /// `get_timeout`, waiting at most the pool's own `connection_timeout`.
+    fn connection_within(&self, wait: Duration) -> Result<Self::Guard> {
+        self.get_timeout(wait.min(self.connection_timeout()))
+            .map_err(|e| Error::Pool(e.to_string()))
+    }
 }
 
 type FlushFn = dyn Fn() -> Result<()> + Send + Sync;
@@ -54,7 +70,7 @@ type FlushFn = dyn Fn() -> Result<()> + Send + Sync;
 /// # use diesel::prelude::*;
 /// # use diesel::r2d2::{ConnectionManager, Pool};
 /// # use diesel_migrations::MigrationHarness;
-/// use slotted_core::{BufferConfig, CounterBuffer, CounterMigrations, SlottedCounter};
+/// use slotted_core::{buffer::BufferConfig, buffer::CounterBuffer, CounterMigrations, SlottedCounter};
 ///
 /// #[derive(SlottedCounter)]
 /// #[slotted(counter = views, slots = 16)]
@@ -120,7 +136,7 @@ impl CounterBuffer {
                 let _one_at_a_time = lock(&flush_lock);
                 let started = core.start_round();
                 let outcome = pool
-                    .connection()
+                    .connection_within(core.checkout_wait())
                     .and_then(|mut conn| run_now(flush_round(&core, &mut SyncExec(&mut *conn))));
                 core.end_round(started, &outcome);
                 outcome
@@ -148,9 +164,10 @@ impl CounterBuffer {
     }
 
     /// Stops taking adds ([`Error::BufferClosed`] after this), writes everything, and joins the
-    /// flusher thread. Retries failed flushes for up to
-    /// [`shutdown_timeout`](BufferConfig::shutdown_timeout), then returns
-    /// [`Error::BufferUnflushed`] with what is left. Calling it again returns `Ok`.
+    /// flusher thread. Retries failed flushes until
+    /// [`shutdown_timeout`](BufferConfig::shutdown_timeout) after this call (each wait for a
+    /// connection bounded by the time left), then returns [`Error::BufferUnflushed`] with what
+    /// is left. Calling it again returns `Ok`.
     pub fn shutdown(&self) -> Result<()> {
         let Some(flusher) = lock(&self.flusher).take() else {
             return Ok(());
@@ -167,14 +184,17 @@ impl CounterBuffer {
         self.core.stats()
     }
 
+    /// Tests: reports the next `n` successful COMMITs as lost connections (feature
+    /// `test-hooks`, for slotted's own tests).
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
-    /// Tests: reports the next `n` successful COMMITs as lost connections.
     pub fn __lose_commit_outcomes(&self, n: u64) {
         self.core.faults.lose_commit_outcomes(n);
     }
 
+    /// Tests: retry chunks in doubt without looking their id up first (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
-    /// Tests: retry chunks in doubt without looking their id up first.
     pub fn __skip_flush_lookup(&self, skip: bool) {
         self.core.faults.skip_flush_lookup(skip);
     }

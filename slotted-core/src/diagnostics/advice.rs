@@ -48,8 +48,8 @@ pub(super) fn advise(table: &TableReport) -> Vec<Advice> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnostics::tests::SPEC;
     use crate::diagnostics::LockWait;
+    use crate::table::TEST_SPEC as SPEC;
 
     fn table(rows: u64, compactable: u64, max: u64, waits: Vec<LockWait>) -> TableReport {
         TableReport {

@@ -1,23 +1,23 @@
 //! Contention diagnostics for operators: what the counter tables hold, who waits on them right
-//! now, and what to change. The public entry is [`diagnose`], whose documentation says how.
+//! now, and what to change. The entry is [`diagnose`] (and `diagnose_async`), whose
+//! documentation says how.
+//
+// The statements are in `crate::sql::diagnostics`; the report is one job over `Exec`, run by
+// the sync face or awaited by the async one.
 
 mod advice;
 mod report;
-mod run;
-mod sql;
 mod waits;
 
 use std::time::Duration;
 
 use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
-use crate::table::{CounterSpec, Storage};
+use crate::exec::Exec;
+use crate::sql::diagnostics as sql;
+use crate::table::CounterSpec;
 use advice::advise;
-use run::Bind;
 use waits::{lock_waits, merge, mysql_waits};
-
-#[doc(hidden)]
-pub use run::DiagnosticsBackend;
 
 /// How [`diagnose_with`] looks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,7 +212,7 @@ pub enum Advice {
 /// # let mut conn = SqliteConnection::establish(":memory:")?;
 /// # conn.run_pending_migrations(CounterMigrations::of::<Post>())?;
 /// Post::likes_of(1).add(3, &mut conn)?;
-/// let report = slotted_core::diagnose(Post::COUNTERS, &mut conn)?;
+/// let report = slotted_core::diagnostics::diagnose(Post::COUNTERS, &mut conn)?;
 /// assert_eq!(report.tables[0].rows, 1);
 /// println!("{report}");
 /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
@@ -242,10 +242,47 @@ pub fn diagnose_with<C>(
 where
     C: crate::CounterConnection,
 {
-    let dialect = <C::Backend as CounterBackend>::DIALECT;
+    crate::exec::sync::run_now(report(
+        &mut crate::exec::sync::SyncExec(conn),
+        specs,
+        options,
+    ))
+}
+
+/// [`diagnose`] on a diesel-async connection: the same report, the samples' pauses awaited.
+#[cfg(feature = "async")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+pub async fn diagnose_async<C>(specs: &[CounterSpec], conn: &mut C) -> Result<ContentionReport>
+where
+    C: crate::AsyncCounterConnection,
+{
+    diagnose_with_async(specs, &DiagnoseOptions::default(), conn).await
+}
+
+/// [`diagnose_with`] on a diesel-async connection.
+#[cfg(feature = "async")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+pub async fn diagnose_with_async<C>(
+    specs: &[CounterSpec],
+    options: &DiagnoseOptions,
+    conn: &mut C,
+) -> Result<ContentionReport>
+where
+    C: crate::AsyncCounterConnection,
+{
+    report(&mut crate::exec::asynch::AsyncExec(conn), specs, options).await
+}
+
+/// The report, over either face.
+async fn report<E: Exec>(
+    exec: &mut E,
+    specs: &[CounterSpec],
+    options: &DiagnoseOptions,
+) -> Result<ContentionReport> {
+    let dialect = E::Backend::DIALECT;
     let mut tables = Vec::with_capacity(specs.len());
     for spec in specs {
-        tables.push(table_stats(spec, options.hottest, conn)?);
+        tables.push(table_stats(spec, options.hottest, exec).await?);
     }
     // SQLite has no lock waits to look for: one look says so.
     let samples = match dialect {
@@ -258,18 +295,15 @@ where
                 Dialect::Mysql => options.interval.max(Duration::from_millis(110)),
                 _ => options.interval,
             };
-            std::thread::sleep(pause);
+            exec.pause(pause).await;
         }
         // MariaDB's lock tables come from a cache it refreshes only when nobody has read it for
         // 100 ms: one read per look, for every table.
         let innodb = match dialect {
             Dialect::Mysql => Some(
-                <C::Backend as DiagnosticsBackend>::load_mysql_waits(
-                    conn,
-                    sql::mysql_lock_waits(),
-                    &[],
-                )
-                .map_err(|e| e.to_string()),
+                exec.load::<_, sql::MysqlWaitRow>(sql::mysql_lock_waits())
+                    .await
+                    .map_err(|e| e.to_string()),
             ),
             _ => None,
         };
@@ -279,7 +313,7 @@ where
                 Some(Err(reason)) => LockWaits::Unavailable {
                     reason: reason.clone(),
                 },
-                None => lock_waits(&table.spec, conn),
+                None => lock_waits(&table.spec, exec).await,
             };
             let before = std::mem::replace(&mut table.lock_waits, LockWaits::NotPossible);
             table.lock_waits = merge(before, seen);
@@ -303,45 +337,29 @@ fn database_error(spec: &CounterSpec, source: diesel::result::Error) -> Error {
     }
 }
 
-fn record_type_binds(spec: &CounterSpec) -> Vec<Bind<'static>> {
-    match spec.storage {
-        Storage::Shared { record_type } => vec![Bind::Text(record_type)],
-        Storage::Table => Vec::new(),
-    }
-}
-
 fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
-fn table_stats<C>(spec: &CounterSpec, hottest: usize, conn: &mut C) -> Result<TableReport>
-where
-    C: crate::CounterConnection,
-{
-    let dialect = <C::Backend as CounterBackend>::DIALECT;
-    let stats = sql::stats(dialect, spec);
-    let binds = if stats.binds_record_type {
-        record_type_binds(spec)
-    } else {
-        Vec::new()
-    };
-    let row = <C::Backend as DiagnosticsBackend>::load_stats(conn, &stats.text, &binds)
+async fn table_stats<E: Exec>(
+    spec: &CounterSpec,
+    hottest: usize,
+    exec: &mut E,
+) -> Result<TableReport> {
+    let dialect = E::Backend::DIALECT;
+    let row = exec
+        .load::<_, sql::StatsRow>(sql::stats(dialect, spec))
+        .await
         .map_err(|e| database_error(spec, e))?
         .into_iter()
         .next()
         .ok_or_else(|| database_error(spec, diesel::result::Error::NotFound))?;
-
-    let hot = sql::hottest(dialect, spec);
-    let mut binds = if hot.binds_record_type {
-        record_type_binds(spec)
-    } else {
-        Vec::new()
-    };
-    binds.push(Bind::BigInt(i64::try_from(hottest).unwrap_or(i64::MAX)));
     let hot_rows = if hottest == 0 {
         Vec::new()
     } else {
-        <C::Backend as DiagnosticsBackend>::load_hottest(conn, &hot.text, &binds)
+        let limit = i64::try_from(hottest).unwrap_or(i64::MAX);
+        exec.load::<_, sql::HotRow>(sql::hottest(dialect, spec, limit))
+            .await
             .map_err(|e| database_error(spec, e))?
     };
 
@@ -366,26 +384,4 @@ where
         lock_waits: LockWaits::Seen(Vec::new()),
         advice: Vec::new(),
     })
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use crate::key::KeyKind;
-    use crate::slot::SlotStrategy;
-    use crate::table::{CounterSpec, Storage};
-
-    /// The counter the diagnostics' unit tests describe: `Post.likes`, 16 slots, an `i32` key.
-    pub(crate) const SPEC: CounterSpec = CounterSpec {
-        model: "Post",
-        counter: "likes",
-        table: "posts_likes_slots",
-        slots: 16,
-        strategy: SlotStrategy::Thread,
-        key: KeyKind::Integer,
-        max_key_length: 255,
-        storage: Storage::Table,
-        bucket: None,
-        prefill: false,
-        cache: None,
-    };
 }

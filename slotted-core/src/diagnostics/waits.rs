@@ -1,9 +1,10 @@
 //! The lock waits on a counter table: PostgreSQL's, read per table; InnoDB's, read once and
 //! told apart by table and by the row's primary key.
 
-use super::run::{Bind, DiagnosticsBackend, MysqlWaitRow};
-use super::{sql, LockWait, LockWaits};
+use super::{LockWait, LockWaits};
 use crate::dialect::{CounterBackend, Dialect};
+use crate::exec::Exec;
+use crate::sql::diagnostics::{self as sql, MysqlWaitRow, PgWaitRow};
 use crate::table::{CounterSpec, Storage};
 
 /// The waits of two samples together: one entry per waiting session and row, the longest wait.
@@ -29,12 +30,9 @@ pub(super) fn merge(before: LockWaits, now: LockWaits) -> LockWaits {
     }
 }
 
-pub(super) fn lock_waits<C>(spec: &CounterSpec, conn: &mut C) -> LockWaits
-where
-    C: crate::CounterConnection,
-{
-    let result = match <C::Backend as CounterBackend>::DIALECT {
-        Dialect::Postgres => postgres_waits(spec, conn),
+pub(super) async fn lock_waits<E: Exec>(spec: &CounterSpec, exec: &mut E) -> LockWaits {
+    let result = match E::Backend::DIALECT {
+        Dialect::Postgres => postgres_waits(spec, exec).await,
         _ => return LockWaits::NotPossible,
     };
     match result {
@@ -53,13 +51,13 @@ fn cut(query: &str) -> String {
     }
 }
 
-fn postgres_waits<C>(spec: &CounterSpec, conn: &mut C) -> diesel::QueryResult<Vec<LockWait>>
-where
-    C: crate::CounterConnection,
-{
-    let sql = sql::postgres_lock_waits(spec);
-    let rows =
-        <C::Backend as DiagnosticsBackend>::load_pg_waits(conn, &sql, &[Bind::Text(spec.table)])?;
+async fn postgres_waits<E: Exec>(
+    spec: &CounterSpec,
+    exec: &mut E,
+) -> diesel::QueryResult<Vec<LockWait>> {
+    let rows = exec
+        .load::<_, PgWaitRow>(sql::postgres_lock_waits(spec))
+        .await?;
     let mut waits: Vec<LockWait> = Vec::new();
     for row in rows {
         // In the shared table, a row of another counter is that counter's wait.
@@ -68,11 +66,11 @@ where
                 continue;
             }
         }
-        if waits.iter().any(|w| i64::from(row.waiter) == w.waiter) {
+        if waits.iter().any(|w| row.waiter == w.waiter) {
             continue;
         }
         waits.push(LockWait {
-            waiter: i64::from(row.waiter),
+            waiter: row.waiter,
             blockers: row
                 .blockers
                 .split(',')
@@ -228,8 +226,8 @@ fn split_lock_data(data: &str) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnostics::tests::SPEC;
     use crate::key::KeyKind;
+    use crate::table::TEST_SPEC as SPEC;
 
     #[test]
     fn innodb_lock_data_gives_the_row() {

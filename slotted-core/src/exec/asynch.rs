@@ -75,4 +75,8 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
     fn pause(&mut self, pause: Duration) -> BoxFuture<'_, ()> {
         Box::pin(tokio::time::sleep(pause))
     }
+
+    fn mark_broken(&mut self) {
+        C::TransactionManager::transaction_manager_status_mut(self.0).set_in_error();
+    }
 }

@@ -9,6 +9,8 @@
 
 #[cfg(feature = "async")]
 pub(crate) mod asynch;
+#[cfg(feature = "async")]
+pub(crate) mod cancel;
 pub(crate) mod sync;
 
 use std::future::Future;
@@ -62,6 +64,10 @@ pub(crate) trait Exec: Send {
     /// sync MySQL, forgets the connection's prepared statements (see `exec::sync`, whose `load`
     /// does the same after its own failed reads). Nothing elsewhere.
     fn after_failed_read(&mut self) {}
+    /// Marks the connection's transaction manager broken, so that no pool (r2d2, bb8,
+    /// deadpool) hands the connection out again and no transaction begins on it: for a reply
+    /// that cannot belong to the statement just sent (see `Error::OutcomeUnknown`).
+    fn mark_broken(&mut self);
 }
 
 /// The future every [`Exec`] method returns.
@@ -95,61 +101,6 @@ where
             .map(strip),
     }
 }
-
-/// Runs `$body` (an expression giving a future that uses `$exec`, evaluated again for each
-/// attempt) in a transaction on `$exec: &mut impl Exec` (a savepoint inside an open one), as
-/// Diesel's `Connection::transaction` does: commit on `Ok`, roll back on `Err`. When the
-/// transaction fails with an error `$retry_on` accepts, it runs the whole transaction again after
-/// a backoff, up to `$policy.max_retries` times; inside an open transaction it runs once, since a
-/// deadlock rolled back (or aborted) the outer transaction too. Evaluates to
-/// `Result<Retried<T>, E>`.
-///
-/// A macro, not a function taking a closure: the body borrows the executor afresh on every
-/// attempt, which a closure returning a future cannot express without boxing and lifetime
-/// contortions.
-macro_rules! retried_transaction {
-    ($exec:ident, $policy:expr, $retry_on:expr, $body:expr) => {{
-        let nested = $crate::exec::Exec::in_transaction(&mut *$exec);
-        let mut retries: u32 = 0;
-        loop {
-            let outcome = match $crate::exec::Exec::begin(&mut *$exec).await {
-                Err(e) => Err(e.into()),
-                Ok(()) => match $body.await {
-                    Ok(value) => $crate::exec::Exec::commit(&mut *$exec)
-                        .await
-                        .map(|()| value)
-                        .map_err(Into::into),
-                    Err(error) => match $crate::exec::Exec::rollback(&mut *$exec).await {
-                        Ok(()) | Err(diesel::result::Error::BrokenTransactionManager) => Err(error),
-                        Err(rollback) => Err(rollback.into()),
-                    },
-                },
-            };
-            match outcome {
-                Ok(value) => break Ok($crate::retry::Retried { value, retries }),
-                Err(e) => {
-                    if $crate::retry::Retryable::is_retryable(&e) {
-                        // Whether it runs again or not: the connection goes on being used.
-                        $crate::exec::Exec::after_failed_read(&mut *$exec);
-                    }
-                    if nested || retries >= $policy.max_retries || !($retry_on)(&e) {
-                        break Err(e);
-                    }
-                    let backoff = $policy.backoff(retries);
-                    #[cfg(feature = "tracing")]
-                    $crate::trace::retrying(
-                        &$crate::retry::Retryable::describe(&e),
-                        retries + 1,
-                        backoff,
-                    );
-                    $crate::exec::Exec::pause(&mut *$exec, backoff).await;
-                    retries += 1;
-                }
-            }
-        }
-    }};
-}
-pub(crate) use retried_transaction;
 
 /// A statement, runnable by Diesel's `RunQueryDsl` (sync and async) on any connection. The
 /// `SqlType` is declared here rather than on each statement: a projection bound in the

@@ -105,6 +105,10 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
         Box::pin(ready(()))
     }
 
+    fn mark_broken(&mut self) {
+        C::TransactionManager::transaction_manager_status_mut(self.0).set_in_error();
+    }
+
     /// After a statement that returns rows fails on MySQL or MariaDB, drops the connection's
     /// cached prepared statements, resetting Diesel's statement cache to its default
     /// (`Unbounded`).

@@ -9,20 +9,25 @@
 //!   updated to the sum and a `DELETE` removes exactly the others. A row a writer inserts in
 //!   between stays, counted once. Nothing is locked out of key order and nothing is inserted
 //!   once the rows are locked, so two maintenance jobs cannot deadlock each other on
-//!   PostgreSQL.
+//!   PostgreSQL. Compaction adds `SKIP LOCKED`: a row a writer's open transaction holds is
+//!   simply not folded this time (it is neither read nor deleted, so it still counts once),
+//!   and compaction never waits behind a writer's transaction nor makes the writers queued
+//!   behind it wait. `set` and folds into another bucket must hold every row, and wait.
 //! - SQLite: `DELETE … RETURNING`, then the sums inserted; SQLite lets one writer in at a time.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use super::{CompactionReport, RecordFailure, MAINTENANCE_RETRY};
+use super::{CompactionReport, RecordFailure, MAINTENANCE_RETRY, ONCE};
 use crate::count::{check_key, database_error, parse_total, sums, total_out_of_range};
 use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
-use crate::exec::{load_keyed, retried_transaction, Exec};
+use crate::exec::{load_keyed, Exec};
 use crate::key::{CounterKey, KeyValue, RawKey};
 use crate::retry::lost_a_deadlock;
+use crate::retry::retried_transaction;
 use crate::sql::maintenance::{
-    DeleteRows, InsertRows, OnConflict, RefreshCache, RowCount, RowId, Rows, RowsQuery, UpdateRows,
+    DeleteRows, DeleteScope, InsertRows, OnConflict, RefreshCache, RowCount, RowId, Rows,
+    RowsQuery, UpdateRows,
 };
 use crate::sql::read::{KeyPage, Keys};
 use crate::sql::{Buckets, Scope, SlotRow, SlotValue};
@@ -43,13 +48,26 @@ pub(crate) enum Fold {
     IntoBucket(i64),
 }
 
-/// Takes every row in `scope` to rewrite it, and returns the rows at their latest values. On
-/// PostgreSQL and MySQL they are locked, in key order, and still there; on SQLite they are
-/// deleted already. Must run inside a transaction; [`put_back`] then leaves what remains.
-async fn take_rows<E: Exec>(exec: &mut E, scope: Scope<'_>) -> Result<Vec<SlotRow>> {
+/// A maintenance transaction's own error, `BEGIN` and `COMMIT` included, naming the counter.
+pub(crate) fn in_context(spec: &CounterSpec, error: Error) -> Error {
+    match error {
+        Error::Diesel(source) => database_error(spec, source),
+        other => other,
+    }
+}
+
+/// Takes every row in `scope` to rewrite it (with `skip_locked`, every row no other transaction
+/// holds), and returns the rows at their latest values. On PostgreSQL and MySQL they are
+/// locked, in key order, and still there; on SQLite they are deleted already. Must run inside a
+/// transaction; [`put_back`] then leaves what remains.
+async fn take_rows<E: Exec>(
+    exec: &mut E,
+    scope: Scope<'_>,
+    skip_locked: bool,
+) -> Result<Vec<SlotRow>> {
     let query = match E::Backend::DIALECT {
         Dialect::Sqlite => RowsQuery::DeleteReturning(scope),
-        Dialect::Postgres | Dialect::Mysql => RowsQuery::Lock(scope),
+        Dialect::Postgres | Dialect::Mysql => RowsQuery::Lock { scope, skip_locked },
     };
     load_keyed(exec, Rows(query), scope.spec.key_column_kind())
         .await
@@ -110,9 +128,9 @@ fn id_of(row: &SlotRow) -> RowId<'_> {
     (row.key.as_value(), row.bucket, SlotValue::Bound(row.slot))
 }
 
-/// Folds the rows of `keys` in one transaction (a savepoint inside the caller's), rerun when it
-/// loses a deadlock. A record whose rows cannot be folded (their sum leaves `i64`) is left as it
-/// is and reported in [`CompactionReport::failed`]; the others are folded.
+/// Folds the rows of `keys` in one transaction (a savepoint inside the caller's), once: the
+/// caller paces reruns (`pace`). A record whose rows cannot be folded (their sum leaves `i64`)
+/// is left as it is and reported in [`CompactionReport::failed`]; the others are folded.
 pub(crate) async fn fold<E: Exec>(
     exec: &mut E,
     spec: &CounterSpec,
@@ -128,21 +146,37 @@ pub(crate) async fn fold<E: Exec>(
         keys,
         buckets,
     };
-    let done = retried_transaction!(
-        exec,
-        MAINTENANCE_RETRY,
-        lost_a_deadlock,
-        fold_once(exec, scope, how)
-    )?;
-    Ok(CompactionReport {
-        retries: u64::from(done.retries),
-        ..done.value
+    retried_transaction!(exec, ONCE, lost_a_deadlock, fold_once(exec, scope, how))
+        .map(|done| done.value)
+        .map_err(|e| in_context(spec, e))
+}
+
+/// Deletes the rows of `keys` in `buckets` (retention) in one transaction, once; returns how
+/// many it deleted.
+pub(crate) async fn delete<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    keys: &[KeyValue<'_>],
+    buckets: Buckets,
+) -> Result<u64> {
+    let scope = Scope {
+        spec,
+        keys,
+        buckets,
+    };
+    let deleted = retried_transaction!(exec, ONCE, lost_a_deadlock, async {
+        exec.execute(DeleteScope(scope))
+            .await
+            .map_err(|e| database_error(spec, e))
     })
+    .map_err(|e| in_context(spec, e))?;
+    Ok(deleted.value as u64)
 }
 
 async fn fold_once<E: Exec>(exec: &mut E, scope: Scope<'_>, how: Fold) -> Result<CompactionReport> {
     let spec = scope.spec;
-    let rows = take_rows(exec, scope).await?;
+    let skip_locked = matches!(how, Fold::Compact);
+    let rows = take_rows(exec, scope, skip_locked).await?;
     // Per (record, target bucket): the exact sum, and the slot it goes into: the smallest of
     // the rows taken in the target bucket (one we hold), else the smallest taken.
     let mut groups: BTreeMap<(&RawKey, i64), Group> = BTreeMap::new();
@@ -200,12 +234,20 @@ async fn fold_once<E: Exec>(exec: &mut E, scope: Scope<'_>, how: Fold) -> Result
     result.extend_from_slice(&folded);
     put_back(exec, spec, &taken, &result).await?;
     Ok(CompactionReport {
-        records: (scope.keys.len() - poisoned.len()) as u64,
+        // Records with rows taken: with `SKIP LOCKED` a record whose rows writers all hold
+        // is not folded, and not counted.
+        records: rows
+            .iter()
+            .map(|r| &r.key)
+            .filter(|k| !poisoned.contains_key(k))
+            .collect::<BTreeSet<_>>()
+            .len() as u64,
         rows_before: taken.len() as u64,
         rows_after: folded.len() as u64,
         batches: 1,
         retries: 0,
         failed,
+        skipped: Vec::new(),
     })
 }
 
@@ -246,6 +288,7 @@ pub(crate) async fn set<E: Exec>(
         set_once(exec, spec, key, bucket, value)
     )
     .map(|_| ())
+    .map_err(|e| in_context(spec, e))
 }
 
 async fn set_once<E: Exec>(
@@ -304,7 +347,7 @@ async fn set_once<E: Exec>(
                 .await
                 .map_err(|e| database_error(spec, e))?;
         }
-        let more = take_rows(exec, scope).await?;
+        let more = take_rows(exec, scope, false).await?;
         if E::Backend::DIALECT == Dialect::Sqlite {
             // Deleted by the read, under SQLite's one writer: nothing can come between.
             taken.extend(more);
@@ -317,13 +360,14 @@ async fn set_once<E: Exec>(
     put_back(exec, spec, &ids, if value == 0 { &[] } else { &value_row }).await
 }
 
-/// Calls `$on_page` (an expression using `$page: &[KeyValue]`) on pages of `$batch` (at most
-/// `MAX_PAGE`) record keys that have rows in `$buckets` needing a fold, in key order, until
-/// none is left, and adds up what it returns.
+/// Runs `$on_page` (a `Result<()>` using `$page: Vec<KeyValue>` and adding what it did into
+/// `$report: &mut P`, a `pace::Progress`) on pages of `$batch` (at most `MAX_PAGE`) record keys
+/// that have rows in `$buckets` needing a fold, in key order, until none is left. Evaluates to
+/// `Result<P>`; an error after work was committed says what (`pace::stopped`).
 macro_rules! for_each_page {
-    ($exec:ident, $spec:expr, $batch:expr, $buckets:expr, |$page:ident| $on_page:expr) => {{
+    ($exec:ident, $spec:expr, $batch:expr, $buckets:expr, |$page:ident, $report:ident| $on_page:expr) => {{
         let spec: &$crate::table::CounterSpec = $spec;
-        let limit = i64::try_from($batch.clamp(1, $crate::MAX_PAGE)).unwrap_or(1);
+        let limit = i64::try_from($batch.clamp(1, $crate::maintenance::MAX_PAGE)).unwrap_or(1);
         let mut after: Option<$crate::key::RawKey> = None;
         let mut total = Default::default();
         loop {
@@ -340,7 +384,7 @@ macro_rules! for_each_page {
             };
             let mut keys = match $crate::maintenance::fold::key_page($exec, page).await {
                 Ok(keys) => keys,
-                Err(e) => break Err(e),
+                Err(e) => break Err($crate::maintenance::pace::stopped(&mut *$exec, total, e)),
             };
             keys.dedup();
             let Some(last) = keys.last().cloned() else {
@@ -348,9 +392,9 @@ macro_rules! for_each_page {
             };
             let $page: Vec<$crate::key::KeyValue<'_>> =
                 keys.iter().map($crate::key::RawKey::as_value).collect();
-            match $on_page.await {
-                Ok(part) => total += part,
-                Err(e) => break Err(e),
+            let $report = &mut total;
+            if let Err(e) = $on_page {
+                break Err($crate::maintenance::pace::stopped(&mut *$exec, total, e));
             }
             after = Some(last);
         }
@@ -369,9 +413,26 @@ pub(crate) async fn key_page<E: Exec>(exec: &mut E, page: KeyPage<'_>) -> Result
         .map_err(|e| database_error(spec, e))
 }
 
-/// Copies the totals of `keys` (sorted, distinct) into the cache column, one `UPDATE` per
-/// batch. A key whose total does not fit `i64` is skipped and reported.
+/// Copies the totals of `keys` (sorted, distinct; one batch) into the cache column: the totals'
+/// read and one `UPDATE`, in one transaction, once (the caller paces reruns). A key whose total
+/// does not fit `i64` is skipped and reported.
 pub(crate) async fn refresh<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    cache: &CacheSpec,
+    keys: &[KeyValue<'_>],
+) -> Result<super::RefreshReport> {
+    retried_transaction!(
+        exec,
+        ONCE,
+        lost_a_deadlock,
+        refresh_once(exec, spec, cache, keys)
+    )
+    .map(|done| done.value)
+    .map_err(|e| in_context(spec, e))
+}
+
+async fn refresh_once<E: Exec>(
     exec: &mut E,
     spec: &CounterSpec,
     cache: &CacheSpec,

@@ -36,9 +36,10 @@ fn push_bucket_or_zero<DB: CounterBackend>(
 /// Statements that return whole slot rows: `(record_id, bucket, slot, count)`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum RowsQuery<'a> {
-    /// `SELECT … ORDER BY record_id, bucket, slot FOR UPDATE`: locks in key order
-    /// (PostgreSQL, MySQL).
-    Lock(Scope<'a>),
+    /// `SELECT … ORDER BY record_id, bucket, slot FOR UPDATE [SKIP LOCKED]`: locks in key order
+    /// (PostgreSQL, MySQL), with `skip_locked` only the rows no other transaction holds
+    /// (PostgreSQL 9.5, MariaDB 10.6, MySQL 8.0 and later).
+    Lock { scope: Scope<'a>, skip_locked: bool },
     /// `DELETE … RETURNING …`: exactly the rows deleted, at their latest values (SQLite).
     DeleteReturning(Scope<'a>),
 }
@@ -59,7 +60,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for Rows<'_> {
             out.push_identifier(COUNT)
         };
         match &self.0 {
-            RowsQuery::Lock(scope) => {
+            RowsQuery::Lock { scope, skip_locked } => {
                 out.push_sql("SELECT ");
                 push_columns(&mut out, scope.spec)?;
                 out.push_sql(" FROM ");
@@ -74,6 +75,9 @@ impl<DB: CounterBackend> QueryFragment<DB> for Rows<'_> {
                 out.push_sql(", ");
                 out.push_identifier(SLOT)?;
                 out.push_sql(" FOR UPDATE");
+                if *skip_locked {
+                    out.push_sql(" SKIP LOCKED");
+                }
             }
             RowsQuery::DeleteReturning(scope) => {
                 out.push_sql("DELETE FROM ");
@@ -162,6 +166,75 @@ pub(crate) fn push_rows_join<'b, DB: CounterBackend, R>(
     Ok(())
 }
 
+/// `(SELECT ? AS record_id, [? AS bucket,] ? AS slot UNION ALL SELECT …) AS
+/// slotted_rows STRAIGHT_JOIN t ON [t.record_type = ? AND] t.record_id = slotted_rows.record_id
+/// AND …` (MySQL, integer keys): `rows` as a table that drives one primary-key lookup each. The
+/// optimizer may scan the table for a `(…) IN ((…), …)` list that covers much of a small table,
+/// and a `DELETE` scanning in REPEATABLE READ locks (and waits for) every row it reads, a
+/// writer's too; `SKIP LOCKED` in the read before does not spare it, and `DELETE` takes no index
+/// hint. Text keys keep the `IN` list: a derived column's collation could differ from the key
+/// column's.
+fn push_rows_derived<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    rows: &'b [RowId<'b>],
+) -> QueryResult<()> {
+    out.push_sql("(");
+    for (i, (key, bucket, slot)) in rows.iter().enumerate() {
+        out.push_sql(if i == 0 {
+            "SELECT "
+        } else {
+            " UNION ALL SELECT "
+        });
+        DB::push_key(out, key)?;
+        if i == 0 {
+            out.push_sql(" AS ");
+            out.push_identifier(RECORD_ID)?;
+        }
+        if spec.bucket.is_some() {
+            out.push_sql(", ");
+            DB::push_big_int(out, bucket)?;
+            if i == 0 {
+                out.push_sql(" AS ");
+                out.push_identifier(BUCKET)?;
+            }
+        }
+        out.push_sql(", ");
+        slot.push(out)?;
+        if i == 0 {
+            out.push_sql(" AS ");
+            out.push_identifier(SLOT)?;
+        }
+    }
+    out.push_sql(") AS slotted_rows STRAIGHT_JOIN ");
+    out.push_identifier(spec.table)?;
+    out.push_sql(" ON 1 = 1");
+    if let Storage::Shared { record_type } = &spec.storage {
+        out.push_sql(" AND ");
+        push_qualified(out, spec.table, RECORD_TYPE)?;
+        out.push_sql(" = ");
+        DB::push_text(out, record_type)?;
+    }
+    let mut joined = vec![RECORD_ID];
+    if spec.bucket.is_some() {
+        joined.push(BUCKET);
+    }
+    joined.push(SLOT);
+    for column in joined {
+        out.push_sql(" AND ");
+        push_qualified(out, spec.table, column)?;
+        out.push_sql(" = slotted_rows.");
+        out.push_identifier(column)?;
+    }
+    Ok(())
+}
+
+/// Whether `DeleteRows` joins a derived table of its rows (MySQL, integer keys): see
+/// [`push_rows_derived`].
+fn derived<DB: CounterBackend>(spec: &CounterSpec) -> bool {
+    DB::DIALECT == Dialect::Mysql && spec.key_column_kind() != crate::key::KeyKind::Text
+}
+
 /// `DELETE FROM t WHERE (<key>) IN ((…), …)`, or on PostgreSQL `DELETE FROM t USING (VALUES …)
 /// AS slotted_rows (…) WHERE <join>`: exactly the rows a `Lock` read (PostgreSQL, MySQL).
 #[derive(Debug, Clone, Copy)]
@@ -173,6 +246,12 @@ pub(crate) struct DeleteRows<'a> {
 impl<DB: CounterBackend> QueryFragment<DB> for DeleteRows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         varies_with_batch(&mut out);
+        if derived::<DB>(self.spec) {
+            out.push_sql("DELETE ");
+            out.push_identifier(self.spec.table)?;
+            out.push_sql(" FROM ");
+            return push_rows_derived(&mut out, self.spec, self.rows);
+        }
         out.push_sql("DELETE FROM ");
         out.push_identifier(self.spec.table)?;
         if DB::DIALECT == Dialect::Postgres {
@@ -253,6 +332,12 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
         let spec = self.spec;
         out.push_sql("UPDATE ");
         out.push_identifier(spec.table)?;
+        if DB::DIALECT == Dialect::Mysql {
+            // Key lookups, not a scan that locks (and waits for) rows it does not update. Not a
+            // join of a derived table as `DeleteRows` does: Galera refuses a multi-table
+            // `UPDATE` over a `UNION` (error 4165) once `wsrep_max_ws_size` is set.
+            out.push_sql(" FORCE INDEX (PRIMARY)");
+        }
         out.push_sql(" SET ");
         out.push_identifier(COUNT)?;
         if DB::DIALECT == Dialect::Postgres {

@@ -13,6 +13,7 @@
 //!
 //! The DDL of a counter table is in [`crate::migration`], as text for diesel CLI folders.
 
+pub(crate) mod diagnostics;
 pub(crate) mod flush;
 pub(crate) mod maintenance;
 pub(crate) mod read;
@@ -148,15 +149,7 @@ pub(crate) fn push_row_columns<DB: Backend>(
     out.push_identifier(SLOT)
 }
 
-/// Where a write's slot comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum SlotValue {
-    /// Chosen in Rust and bound.
-    Bound(i16),
-    /// The server's identity of the connection, modulo this many slots: PostgreSQL's backend
-    /// PID, MySQL's connection id (SQLite has none: the caller binds a slot instead).
-    Connection(i64),
-}
+pub(crate) use crate::slot::SlotValue;
 
 impl SlotValue {
     pub(crate) fn push<'b, DB: CounterBackend>(

@@ -32,6 +32,7 @@ impl ::slotted_core::CounterTable for posts_views_slots::table {
     };
 }
 #[automatically_derived]
+#[allow(dead_code)]
 impl Post {
     ///The `views` counter of this record (8 slots).
     pub fn views(&self) -> ::slotted_core::Counter<'_, posts_views_slots::table> {

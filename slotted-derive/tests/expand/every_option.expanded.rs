@@ -30,6 +30,7 @@ impl slotted::CounterTable for videos_likes_slots::table {
 impl slotted::CachedCounterTable for videos_likes_slots::table {}
 const _: () = slotted::__private::assert_cache_column::<videos::likes_count>();
 #[automatically_derived]
+#[allow(dead_code)]
 impl Video {
     ///The `likes` counter of this record (16 slots).
     pub fn likes(&self) -> slotted::Counter<'_, videos_likes_slots::table> {
@@ -89,6 +90,7 @@ impl slotted::CounterTable for video_view_slots::table {
 #[automatically_derived]
 impl slotted::BucketedCounterTable for video_view_slots::table {}
 #[automatically_derived]
+#[allow(dead_code)]
 impl Video {
     ///The `views` counter of this record (64 slots).
     pub fn views(&self) -> slotted::Counter<'_, video_view_slots::table> {
@@ -146,6 +148,7 @@ impl slotted::CounterTable for videos_shares_slots::table {
 #[automatically_derived]
 impl slotted::PrefilledCounterTable for videos_shares_slots::table {}
 #[automatically_derived]
+#[allow(dead_code)]
 impl Video {
     ///The `shares` counter of this record (8 slots).
     pub fn shares(&self) -> slotted::Counter<'_, videos_shares_slots::table> {
@@ -203,6 +206,7 @@ impl slotted::CounterTable for videos_saves::counter {
     };
 }
 #[automatically_derived]
+#[allow(dead_code)]
 impl Video {
     ///The `saves` counter of this record (2 slots).
     pub fn saves(&self) -> slotted::Counter<'_, videos_saves::counter> {

@@ -23,6 +23,7 @@ impl ::slotted_core::CounterTable for posts_likes_slots::table {
     };
 }
 #[automatically_derived]
+#[allow(dead_code)]
 impl Post {
     ///The `likes` counter of this record (16 slots).
     pub fn likes(&self) -> ::slotted_core::Counter<'_, posts_likes_slots::table> {

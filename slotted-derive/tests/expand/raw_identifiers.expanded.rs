@@ -32,6 +32,7 @@ const _: () = ::slotted_core::__private::assert_cache_column::<
     crate::schema::r#match::goals_count,
 >();
 #[automatically_derived]
+#[allow(dead_code)]
 impl r#Match {
     ///The `goals` counter of this record (8 slots).
     pub fn goals(&self) -> ::slotted_core::Counter<'_, match_goals_slots::table> {
@@ -91,6 +92,7 @@ impl ::slotted_core::CounterTable for match_fouls::counter {
     };
 }
 #[automatically_derived]
+#[allow(dead_code)]
 impl r#Match {
     ///The `fouls` counter of this record (2 slots).
     pub fn fouls(&self) -> ::slotted_core::Counter<'_, match_fouls::counter> {

@@ -23,6 +23,7 @@ impl ::slotted_core::CounterTable for pages_views_slots::table {
     };
 }
 #[automatically_derived]
+#[allow(dead_code)]
 impl Page {
     ///The `views` counter of this record (4 slots).
     pub(crate) fn views(&self) -> ::slotted_core::Counter<'_, pages_views_slots::table> {

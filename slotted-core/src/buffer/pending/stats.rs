@@ -42,6 +42,7 @@ impl Core {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         BufferStats {
             pending_keys: self.keys.load(Ordering::Acquire),
+            batched_rows: self.batched_rows.load(Ordering::Acquire),
             unflushed_adds: unflushed,
             adds,
             flushed_adds: get(&t.flushed_adds),

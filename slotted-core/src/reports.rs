@@ -1,0 +1,115 @@
+//! What maintenance jobs report: what a compaction, a roll-up or a retention pass did, the
+//! records it left, and what it had committed when an error stopped it. Plain data, below the
+//! jobs and the error type that carry it.
+
+/// A record maintenance could not do, and why; the job went on with the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordFailure {
+    /// The record key, formatted with `Debug`.
+    pub key: String,
+    /// What stopped it, e.g. slots whose sum is outside `i64`.
+    pub reason: String,
+}
+
+/// What a compaction or fold did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Records (keys) whose rows were folded: a key with no rows, or whose rows writers all held
+    /// (locked) at the time, is not counted.
+    pub records: u64,
+    /// Slot rows of those records before.
+    pub rows_before: u64,
+    /// Slot rows of those records after: one per record and bucket, none where the count is 0.
+    pub rows_after: u64,
+    /// Transactions committed.
+    pub batches: u64,
+    /// Batches rolled back after losing a deadlock or a certification conflict (Galera) to
+    /// concurrent writers, and run again smaller: nothing of a lost batch was counted. Only a
+    /// batch that is its own transaction is run again; a lock wait timeout is not (a rerun would
+    /// wait as long again), it comes back as an error.
+    pub retries: u64,
+    /// Records left as they were, with the reason (their slots add up past `i64`): every other
+    /// record was folded. A database error, by contrast, stops the job and comes back as `Err`
+    /// ([`Error::MaintenanceStopped`](crate::Error::MaintenanceStopped) when part of it was
+    /// committed).
+    pub failed: Vec<RecordFailure>,
+    /// Records left for a later pass because concurrent writers won over them every time
+    /// (a batch of that record alone lost several times in a row): their totals are exact,
+    /// their rows not folded yet.
+    pub skipped: Vec<RecordFailure>,
+}
+
+impl std::ops::AddAssign for CompactionReport {
+    fn add_assign(&mut self, other: Self) {
+        self.records += other.records;
+        self.rows_before += other.rows_before;
+        self.rows_after += other.rows_after;
+        self.batches += other.batches;
+        self.retries += other.retries;
+        self.failed.extend(other.failed);
+        self.skipped.extend(other.skipped);
+    }
+}
+
+/// What a cache roll-up did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RefreshReport {
+    /// Rows of the model's table the roll-up wrote the total into: every row found for a key,
+    /// whether or not its cache already held that total (on MySQL too: Diesel and diesel-async
+    /// connect with `CLIENT_FOUND_ROWS`, so rows matched count, not only rows changed). A key
+    /// with no row in the model's table is not counted.
+    pub updated: u64,
+    /// Records whose cache was left as it was, with the reason (a total outside `i64`): every
+    /// other record was refreshed.
+    pub failed: Vec<RecordFailure>,
+    /// Batches rolled back after losing a deadlock or a certification conflict, and run again.
+    pub retries: u64,
+    /// Records whose cache was left for a later roll-up because concurrent writers of their
+    /// model rows won over every attempt.
+    pub skipped: Vec<RecordFailure>,
+}
+
+impl std::ops::AddAssign for RefreshReport {
+    fn add_assign(&mut self, other: Self) {
+        self.updated += other.updated;
+        self.failed.extend(other.failed);
+        self.retries += other.retries;
+        self.skipped.extend(other.skipped);
+    }
+}
+
+/// What a maintenance job committed before an error stopped it
+/// ([`Error::MaintenanceStopped`](crate::Error::MaintenanceStopped)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Committed {
+    /// Compaction or bucket folding.
+    Compaction(CompactionReport),
+    /// A cache roll-up.
+    Refresh(RefreshReport),
+    /// Retention: slot rows deleted.
+    Deleted(u64),
+}
+
+impl std::fmt::Display for Committed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Committed::Compaction(r) => write!(
+                f,
+                "{} batches, {} records folded ({} rows into {}), {} left for a later pass",
+                r.batches,
+                r.records,
+                r.rows_before,
+                r.rows_after,
+                r.skipped.len() + r.failed.len()
+            ),
+            Committed::Refresh(r) => write!(
+                f,
+                "{} cache rows written, {} records left for a later roll-up",
+                r.updated,
+                r.skipped.len() + r.failed.len()
+            ),
+            Committed::Deleted(rows) => write!(f, "{rows} slot rows deleted"),
+        }
+    }
+}
