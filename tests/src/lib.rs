@@ -337,6 +337,12 @@ macro_rules! slot_rows {
                 .map(|r| r.n)
         }
 
+        fn query_text(&mut self, sql: &str) -> QueryResult<String> {
+            diesel::sql_query(sql)
+                .get_result::<Name>(self)
+                .map(|r| r.name)
+        }
+
         fn slot_rows(&mut self, table: &str, key: i64) -> Vec<SlotRow> {
             // Test constants and an integer: nothing to bind.
             diesel::sql_query(format!(
@@ -410,6 +416,9 @@ pub trait TestConnection:
     /// `query_i64`, with the database's error returned, not panicking (inside transactions
     /// that may lose a deadlock).
     fn try_query_i64(&mut self, sql: &str) -> QueryResult<i64>;
+
+    /// The one text column `name` of the one row `sql` returns (a failure's description).
+    fn query_text(&mut self, sql: &str) -> QueryResult<String>;
 
     /// The slot rows of an integer-keyed record.
     fn slot_rows(&mut self, table: &str, key: i64) -> Vec<SlotRow>;

@@ -63,6 +63,10 @@ async fn until_sleepers<C: TestConnection>(observer: &mut C, want: i64) {
 }
 
 /// Sessions of this database inside a transaction, other than `observer`'s.
+///
+/// On MariaDB/MySQL, `information_schema.innodb_trx` is a cache that InnoDB refreshes only when
+/// nobody has read it for 100 ms (`CACHE_MIN_IDLE_TIME_US` in trx0i_s.cc): a caller polling it
+/// faster reads the same stale snapshot for ever. [`until_released`] polls every 150 ms.
 fn open_transactions<C: TestConnection>(observer: &mut C) -> i64 {
     observer.query_i64(match C::NAME {
         "postgres" => {
@@ -75,6 +79,31 @@ fn open_transactions<C: TestConnection>(observer: &mut C) -> i64 {
              WHERE p.db = DATABASE() AND p.id <> CONNECTION_ID()"
         }
     })
+}
+
+/// The sessions `open_transactions` counts, described (state, age, last statement), for a
+/// failure's message.
+fn describe_open_transactions<C: TestConnection>(observer: &mut C) -> String {
+    let sql = match C::NAME {
+        "postgres" => {
+            "SELECT COALESCE(string_agg(format('pid %s: %s since %s, %s', pid, state, \
+             xact_start, left(query, 120)), '; '), '') AS name FROM pg_stat_activity \
+             WHERE datname = current_database() AND xact_start IS NOT NULL \
+             AND pid <> pg_backend_pid()"
+        }
+        _ => {
+            "SELECT COALESCE(GROUP_CONCAT(CONCAT('id ', p.id, ': ', p.command, ' ', \
+             COALESCE(p.state, ''), ' for ', p.time, ' s, trx ', t.trx_state, ' since ', \
+             t.trx_started, ', locked rows ', t.trx_rows_locked, ', query ', \
+             COALESCE(LEFT(t.trx_query, 120), p.info, '-')) SEPARATOR '; '), '') AS name \
+             FROM information_schema.innodb_trx t \
+             JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id \
+             WHERE p.db = DATABASE() AND p.id <> CONNECTION_ID()"
+        }
+    };
+    observer
+        .query_text(sql)
+        .unwrap_or_else(|e| format!("(not described: {e})"))
 }
 
 /// Whether another session holds a lock on `posts_likes_slots`' rows of `key`: fewer rows come
@@ -112,7 +141,8 @@ fn every_slot_row<C: TestConnection>(conn: &mut C, keys: std::ops::RangeInclusiv
 
 /// Waits, within 5 s, until nothing holds a lock on `key`'s rows and no session of this
 /// database is in a transaction: a closed connection's rollback runs on the server a moment
-/// after its client dropped it.
+/// after its client dropped it. Polls no faster than every 150 ms, so that MariaDB refreshes
+/// the transaction list it reads (see [`open_transactions`]).
 async fn until_released<C: TestConnection>(probe: &mut C, key: i32) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -122,10 +152,11 @@ async fn until_released<C: TestConnection>(probe: &mut C, key: i32) {
         }
         assert!(
             Instant::now() < deadline,
-            "5 s after the cut-off, the row is {}locked and {open} transactions are open",
-            if locked { "" } else { "not " }
+            "5 s after the cut-off, the row is {}locked and {open} transactions are open: {}",
+            if locked { "" } else { "not " },
+            describe_open_transactions(probe)
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
     }
 }
 
