@@ -179,9 +179,11 @@ pub(crate) fn check_key_in<'k, K: CounterKey>(
     spec: &CounterSpec,
     key: &'k K,
 ) -> Result<KeyValue<'k>> {
-    let value = match (key.key_value(), spec.key_column_kind()) {
-        (KeyValue::Integer(v), crate::KeyKind::BigInt) => KeyValue::BigInt(i64::from(v)),
-        (value, _) => value,
+    let value = key.key_value();
+    // The shared table keeps every key as BIGINT (the derive lets only keys that fit it in).
+    let value = match (spec.key_column_kind(), value.widened()) {
+        (crate::KeyKind::BigInt, Some(wide)) => KeyValue::BigInt(wide),
+        _ => value,
     };
     let KeyValue::Text(text) = value else {
         return Ok(value);

@@ -148,7 +148,7 @@ pub trait CounterBackend: Backend + sealed::Sealed + Sized + Send + 'static {
 /// One backend's implementation: Diesel's own `ToSql` and `FromSql` impls, which exist per
 /// backend, hence a macro.
 macro_rules! counter_backend {
-    ($feature:literal, $backend:ty, $dialect:expr) => {
+    ($feature:literal, $backend:ty, $dialect:expr, $special:ident) => {
         #[cfg(feature = $feature)]
         impl sealed::Sealed for $backend {}
 
@@ -161,9 +161,11 @@ macro_rules! counter_backend {
                 key: &'b KeyValue<'_>,
             ) -> QueryResult<()> {
                 match key {
+                    KeyValue::SmallInt(v) => out.push_bind_param::<SmallInt, i16>(v),
                     KeyValue::Integer(v) => out.push_bind_param::<Integer, i32>(v),
                     KeyValue::BigInt(v) => out.push_bind_param::<BigInt, i64>(v),
                     KeyValue::Text(v) => out.push_bind_param::<Text, str>(v),
+                    other => $special::push_key(out, other),
                 }
             }
 
@@ -191,11 +193,15 @@ macro_rules! counter_backend {
                 kind: KeyKind,
             ) -> deserialize::Result<RawKey> {
                 Ok(match kind {
+                    KeyKind::SmallInt => {
+                        RawKey::SmallInt(NamedRow::get::<SmallInt, i16>(row, column)?)
+                    }
                     KeyKind::Integer => {
                         RawKey::Integer(NamedRow::get::<Integer, i32>(row, column)?)
                     }
                     KeyKind::BigInt => RawKey::BigInt(NamedRow::get::<BigInt, i64>(row, column)?),
                     KeyKind::Text => RawKey::Text(NamedRow::get::<Text, String>(row, column)?),
+                    other => $special::read_key(row, column, other)?,
                 })
             }
 
@@ -223,6 +229,130 @@ macro_rules! counter_backend {
     };
 }
 
-counter_backend!("sqlite", diesel::sqlite::Sqlite, Dialect::Sqlite);
-counter_backend!("postgres", diesel::pg::Pg, Dialect::Postgres);
-counter_backend!("mysql", diesel::mysql::Mysql, Dialect::Mysql);
+counter_backend!(
+    "sqlite",
+    diesel::sqlite::Sqlite,
+    Dialect::Sqlite,
+    sqlite_keys
+);
+counter_backend!("postgres", diesel::pg::Pg, Dialect::Postgres, pg_keys);
+counter_backend!("mysql", diesel::mysql::Mysql, Dialect::Mysql, mysql_keys);
+
+/// The error for a key kind whose SQL type the backend does not have (the model's `table!`
+/// says `Unsigned<…>` or `Uuid`, and it runs on another backend).
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+fn unsupported_key(kind: KeyKind, backend: &str) -> Box<dyn std::error::Error + Send + Sync> {
+    let needs = match kind {
+        KeyKind::UnsignedInteger | KeyKind::UnsignedBigInt => "MySQL or MariaDB",
+        KeyKind::Uuid if cfg!(feature = "uuid") => "PostgreSQL",
+        KeyKind::Uuid => "PostgreSQL and slotted-core's `uuid` feature",
+        _ => "another backend",
+    };
+    format!(
+        "a `{}` key ({kind:?}) needs {needs}: {backend} has no such column type",
+        kind.rust_type()
+    )
+    .into()
+}
+
+/// SQLite: the common kinds only.
+#[cfg(feature = "sqlite")]
+mod sqlite_keys {
+    use super::*;
+    use diesel::sqlite::Sqlite;
+
+    pub(super) fn push_key(_: &mut AstPass<'_, '_, Sqlite>, key: &KeyValue<'_>) -> QueryResult<()> {
+        Err(diesel::result::Error::SerializationError(unsupported_key(
+            key.to_raw().kind(),
+            "SQLite",
+        )))
+    }
+
+    pub(super) fn read_key<'a>(
+        _: &impl NamedRow<'a, Sqlite>,
+        _: &str,
+        kind: KeyKind,
+    ) -> deserialize::Result<RawKey> {
+        Err(unsupported_key(kind, "SQLite"))
+    }
+}
+
+/// PostgreSQL: `UUID` keys, with the `uuid` feature.
+#[cfg(feature = "postgres")]
+mod pg_keys {
+    use super::*;
+    use diesel::pg::Pg;
+
+    pub(super) fn push_key<'b>(
+        out: &mut AstPass<'_, 'b, Pg>,
+        key: &'b KeyValue<'_>,
+    ) -> QueryResult<()> {
+        match key {
+            #[cfg(feature = "uuid")]
+            KeyValue::Uuid(bytes) => out.push_bind_param::<diesel::sql_types::Uuid, uuid::Uuid>(
+                uuid::Uuid::from_bytes_ref(bytes),
+            ),
+            other => Err(diesel::result::Error::SerializationError(unsupported_key(
+                other.to_raw().kind(),
+                "PostgreSQL",
+            ))),
+        }
+    }
+
+    pub(super) fn read_key<'a>(
+        row: &impl NamedRow<'a, Pg>,
+        column: &str,
+        kind: KeyKind,
+    ) -> deserialize::Result<RawKey> {
+        match kind {
+            #[cfg(feature = "uuid")]
+            KeyKind::Uuid => Ok(RawKey::Uuid(
+                NamedRow::get::<diesel::sql_types::Uuid, uuid::Uuid>(row, column)?.into_bytes(),
+            )),
+            other => {
+                let _ = (row, column);
+                Err(unsupported_key(other, "PostgreSQL"))
+            }
+        }
+    }
+}
+
+/// MySQL and MariaDB: `UNSIGNED` keys.
+#[cfg(feature = "mysql")]
+mod mysql_keys {
+    use super::*;
+    use diesel::mysql::Mysql;
+    use diesel::sql_types::Unsigned;
+
+    pub(super) fn push_key<'b>(
+        out: &mut AstPass<'_, 'b, Mysql>,
+        key: &'b KeyValue<'_>,
+    ) -> QueryResult<()> {
+        match key {
+            KeyValue::UnsignedInteger(v) => out.push_bind_param::<Unsigned<Integer>, u32>(v),
+            KeyValue::UnsignedBigInt(v) => out.push_bind_param::<Unsigned<BigInt>, u64>(v),
+            other => Err(diesel::result::Error::SerializationError(unsupported_key(
+                other.to_raw().kind(),
+                "MySQL",
+            ))),
+        }
+    }
+
+    pub(super) fn read_key<'a>(
+        row: &impl NamedRow<'a, Mysql>,
+        column: &str,
+        kind: KeyKind,
+    ) -> deserialize::Result<RawKey> {
+        match kind {
+            KeyKind::UnsignedInteger => Ok(RawKey::UnsignedInteger(NamedRow::get::<
+                Unsigned<Integer>,
+                u32,
+            >(row, column)?)),
+            KeyKind::UnsignedBigInt => Ok(RawKey::UnsignedBigInt(NamedRow::get::<
+                Unsigned<BigInt>,
+                u64,
+            >(row, column)?)),
+            other => Err(unsupported_key(other, "MySQL")),
+        }
+    }
+}

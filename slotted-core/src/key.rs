@@ -1,17 +1,58 @@
 //! Record keys: the types a counter can be keyed by.
+//!
+//! A key has a Rust type (the model's primary key field) and an SQL type (its column in the
+//! model's `table!`). The derive takes the SQL type from the parent table and checks that the
+//! Rust type keys that SQL type ([`CounterKey::SqlType`]); the counter table's `record_id`
+//! column gets the same SQL type, so `diesel print-schema` agrees with the derive.
+//!
+//! The runtime binds and reads every key as one of a few canonical values ([`KeyKind`]); a
+//! newtype (`struct PostId(i32)`, as `diesel-derive-newtype` makes) keys a counter with
+//! `#[derive(SlottedKey)]`, which converts it to and from its inner type's value.
 
 use std::fmt::Debug;
 use std::hash::Hash;
 
 /// The SQL type of a counter table's `record_id` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum KeyKind {
+    /// `SMALLINT` (`i16`).
+    SmallInt,
     /// `INTEGER` (`i32`).
     Integer,
     /// `BIGINT` (`i64`).
     BigInt,
+    /// `INT UNSIGNED` (`u32`), MySQL and MariaDB only.
+    UnsignedInteger,
+    /// `BIGINT UNSIGNED` (`u64`), MySQL and MariaDB only.
+    UnsignedBigInt,
     /// `TEXT` on PostgreSQL and SQLite, `VARCHAR(n)` on MySQL (`String`).
     Text,
+    /// `UUID` (`uuid::Uuid`, the `uuid` feature), PostgreSQL only.
+    Uuid,
+}
+
+impl KeyKind {
+    /// Whether the shared table's `BIGINT` `record_id` holds every key of this kind exactly.
+    pub const fn fits_big_int(self) -> bool {
+        matches!(
+            self,
+            KeyKind::SmallInt | KeyKind::Integer | KeyKind::BigInt | KeyKind::UnsignedInteger
+        )
+    }
+
+    /// The Rust type that keys this kind, for messages.
+    pub const fn rust_type(self) -> &'static str {
+        match self {
+            KeyKind::SmallInt => "i16",
+            KeyKind::Integer => "i32",
+            KeyKind::BigInt => "i64",
+            KeyKind::UnsignedInteger => "u32",
+            KeyKind::UnsignedBigInt => "u64",
+            KeyKind::Text => "String",
+            KeyKind::Uuid => "uuid::Uuid",
+        }
+    }
 }
 
 /// A key, borrowed, as it is bound to a statement. `Debug` shows it as the model's key shows
@@ -19,18 +60,38 @@ pub enum KeyKind {
 #[doc(hidden)]
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum KeyValue<'a> {
+    SmallInt(i16),
     Integer(i32),
     BigInt(i64),
+    UnsignedInteger(u32),
+    UnsignedBigInt(u64),
     Text(&'a str),
+    /// The UUID's 16 bytes, big-endian (as `uuid::Uuid::as_bytes`).
+    Uuid([u8; 16]),
 }
 
 impl KeyValue<'_> {
     /// The key, owned.
     pub fn to_raw(self) -> RawKey {
         match self {
+            KeyValue::SmallInt(v) => RawKey::SmallInt(v),
             KeyValue::Integer(v) => RawKey::Integer(v),
             KeyValue::BigInt(v) => RawKey::BigInt(v),
+            KeyValue::UnsignedInteger(v) => RawKey::UnsignedInteger(v),
+            KeyValue::UnsignedBigInt(v) => RawKey::UnsignedBigInt(v),
             KeyValue::Text(v) => RawKey::Text(v.to_owned()),
+            KeyValue::Uuid(v) => RawKey::Uuid(v),
+        }
+    }
+
+    /// The same key as the shared table's `BIGINT` keeps it, when it fits there.
+    pub(crate) fn widened(self) -> Option<i64> {
+        match self {
+            KeyValue::SmallInt(v) => Some(i64::from(v)),
+            KeyValue::Integer(v) => Some(i64::from(v)),
+            KeyValue::BigInt(v) => Some(v),
+            KeyValue::UnsignedInteger(v) => Some(i64::from(v)),
+            KeyValue::UnsignedBigInt(_) | KeyValue::Text(_) | KeyValue::Uuid(_) => None,
         }
     }
 }
@@ -39,18 +100,52 @@ impl KeyValue<'_> {
 #[doc(hidden)]
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RawKey {
+    SmallInt(i16),
     Integer(i32),
     BigInt(i64),
+    UnsignedInteger(u32),
+    UnsignedBigInt(u64),
     Text(String),
+    Uuid([u8; 16]),
 }
 
 impl RawKey {
     /// The key, borrowed, to bind again.
     pub fn as_value(&self) -> KeyValue<'_> {
         match self {
+            RawKey::SmallInt(v) => KeyValue::SmallInt(*v),
             RawKey::Integer(v) => KeyValue::Integer(*v),
             RawKey::BigInt(v) => KeyValue::BigInt(*v),
+            RawKey::UnsignedInteger(v) => KeyValue::UnsignedInteger(*v),
+            RawKey::UnsignedBigInt(v) => KeyValue::UnsignedBigInt(*v),
             RawKey::Text(v) => KeyValue::Text(v),
+            RawKey::Uuid(v) => KeyValue::Uuid(*v),
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> KeyKind {
+        match self {
+            RawKey::SmallInt(_) => KeyKind::SmallInt,
+            RawKey::Integer(_) => KeyKind::Integer,
+            RawKey::BigInt(_) => KeyKind::BigInt,
+            RawKey::UnsignedInteger(_) => KeyKind::UnsignedInteger,
+            RawKey::UnsignedBigInt(_) => KeyKind::UnsignedBigInt,
+            RawKey::Text(_) => KeyKind::Text,
+            RawKey::Uuid(_) => KeyKind::Uuid,
+        }
+    }
+
+    /// An integer key, whatever width it was read back at (the shared table keeps every key as
+    /// `BIGINT`).
+    fn integer(&self) -> Option<i128> {
+        match *self {
+            RawKey::SmallInt(v) => Some(v.into()),
+            RawKey::Integer(v) => Some(v.into()),
+            RawKey::BigInt(v) => Some(v.into()),
+            RawKey::UnsignedInteger(v) => Some(v.into()),
+            RawKey::UnsignedBigInt(v) => Some(v.into()),
+            RawKey::Text(_) | RawKey::Uuid(_) => None,
         }
     }
 }
@@ -58,9 +153,25 @@ impl RawKey {
 impl Debug for KeyValue<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            KeyValue::SmallInt(v) => Debug::fmt(v, f),
             KeyValue::Integer(v) => Debug::fmt(v, f),
             KeyValue::BigInt(v) => Debug::fmt(v, f),
+            KeyValue::UnsignedInteger(v) => Debug::fmt(v, f),
+            KeyValue::UnsignedBigInt(v) => Debug::fmt(v, f),
             KeyValue::Text(v) => Debug::fmt(v, f),
+            KeyValue::Uuid(bytes) => {
+                // The hyphenated form, as `uuid::Uuid` shows itself.
+                let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                write!(
+                    f,
+                    "{}-{}-{}-{}-{}",
+                    &hex[0..8],
+                    &hex[8..12],
+                    &hex[12..16],
+                    &hex[16..20],
+                    &hex[20..32]
+                )
+            }
         }
     }
 }
@@ -71,25 +182,55 @@ impl Debug for RawKey {
     }
 }
 
+/// An SQL type a counter can be keyed by: the SQL type of the model's primary key column.
+#[diagnostic::on_unimplemented(
+    message = "a `{Self}` column cannot key a slotted counter",
+    label = "the model's primary key",
+    note = "slotted counters are keyed by a `SmallInt`, `Integer`, `BigInt`, `Text` (or `VarChar`), `Unsigned<Integer>`, `Unsigned<BigInt>` (MySQL) or `Uuid` (PostgreSQL, the `uuid` feature) column"
+)]
+pub trait KeySqlType: 'static {}
+
+impl KeySqlType for diesel::sql_types::SmallInt {}
+impl KeySqlType for diesel::sql_types::Integer {}
+impl KeySqlType for diesel::sql_types::BigInt {}
+impl KeySqlType for diesel::sql_types::Text {}
+impl KeySqlType for diesel::sql_types::Unsigned<diesel::sql_types::Integer> {}
+impl KeySqlType for diesel::sql_types::Unsigned<diesel::sql_types::BigInt> {}
+#[cfg(feature = "uuid")]
+impl KeySqlType for diesel::sql_types::Uuid {}
+
 mod sealed {
     pub trait Sealed {}
+    impl Sealed for i16 {}
     impl Sealed for i32 {}
     impl Sealed for i64 {}
+    impl Sealed for u32 {}
+    impl Sealed for u64 {}
     impl Sealed for String {}
+    #[cfg(feature = "uuid")]
+    impl Sealed for uuid::Uuid {}
 }
 
-/// A type a counter can be keyed by: `i32`, `i64` or `String`, the primary key of the model.
+/// A type a counter can be keyed by: the model's primary key type.
 ///
-/// Sealed: these three map to the same column type on every backend, which is what makes the
-/// generated migration and `diesel print-schema` agree.
+/// `i16`, `i32`, `i64`, `u32` and `u64` (MySQL's `UNSIGNED` columns), `String` and, with the
+/// `uuid` feature, `uuid::Uuid` (PostgreSQL). `SqlType` is the Diesel SQL type of the key's
+/// column; the counter table's `record_id` gets the same one on each backend, so
+/// `diesel print-schema` writes what the derive declares.
+///
+/// Sealed: each maps to one column type per backend, which is what makes the generated
+/// migration and `diesel print-schema` agree.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot key a slotted counter",
-    note = "slotted counters are keyed by `i32`, `i64` or `String`"
+    label = "the model's primary key type",
+    note = "slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL), `String` or `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature)"
 )]
 pub trait CounterKey:
     sealed::Sealed + Clone + Eq + Ord + Hash + Debug + Send + Sync + 'static
 {
-    /// The column type.
+    /// The SQL type of the key's column.
+    type SqlType: KeySqlType;
+    /// How the runtime binds it.
     const KIND: KeyKind;
     #[doc(hidden)]
     fn key_value(&self) -> KeyValue<'_>;
@@ -97,35 +238,33 @@ pub trait CounterKey:
     fn from_raw(raw: RawKey) -> Option<Self>;
 }
 
-impl CounterKey for i32 {
-    const KIND: KeyKind = KeyKind::Integer;
-    fn key_value(&self) -> KeyValue<'_> {
-        KeyValue::Integer(*self)
-    }
-    fn from_raw(raw: RawKey) -> Option<Self> {
-        match raw {
-            RawKey::Integer(v) => Some(v),
-            // The shared table keeps every key as BIGINT.
-            RawKey::BigInt(v) => i32::try_from(v).ok(),
-            RawKey::Text(_) => None,
+/// The built-in keys: an integer of any width comes back narrowed when it fits (the shared
+/// table keeps every integer key as `BIGINT`).
+macro_rules! integer_key {
+    ($($ty:ty => $kind:ident, $sql:ty;)*) => {$(
+        impl CounterKey for $ty {
+            type SqlType = $sql;
+            const KIND: KeyKind = KeyKind::$kind;
+            fn key_value(&self) -> KeyValue<'_> {
+                KeyValue::$kind(*self)
+            }
+            fn from_raw(raw: RawKey) -> Option<Self> {
+                raw.integer().and_then(|v| <$ty>::try_from(v).ok())
+            }
         }
-    }
+    )*};
 }
 
-impl CounterKey for i64 {
-    const KIND: KeyKind = KeyKind::BigInt;
-    fn key_value(&self) -> KeyValue<'_> {
-        KeyValue::BigInt(*self)
-    }
-    fn from_raw(raw: RawKey) -> Option<Self> {
-        match raw {
-            RawKey::BigInt(v) => Some(v),
-            _ => None,
-        }
-    }
+integer_key! {
+    i16 => SmallInt, diesel::sql_types::SmallInt;
+    i32 => Integer, diesel::sql_types::Integer;
+    i64 => BigInt, diesel::sql_types::BigInt;
+    u32 => UnsignedInteger, diesel::sql_types::Unsigned<diesel::sql_types::Integer>;
+    u64 => UnsignedBigInt, diesel::sql_types::Unsigned<diesel::sql_types::BigInt>;
 }
 
 impl CounterKey for String {
+    type SqlType = diesel::sql_types::Text;
     const KIND: KeyKind = KeyKind::Text;
     fn key_value(&self) -> KeyValue<'_> {
         KeyValue::Text(self)
@@ -135,5 +274,51 @@ impl CounterKey for String {
             RawKey::Text(v) => Some(v),
             _ => None,
         }
+    }
+}
+
+#[cfg(feature = "uuid")]
+impl CounterKey for uuid::Uuid {
+    type SqlType = diesel::sql_types::Uuid;
+    const KIND: KeyKind = KeyKind::Uuid;
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::Uuid(*self.as_bytes())
+    }
+    fn from_raw(raw: RawKey) -> Option<Self> {
+        match raw {
+            RawKey::Uuid(v) => Some(uuid::Uuid::from_bytes(v)),
+            _ => None,
+        }
+    }
+}
+
+/// What the derive's expansion checks a key with.
+#[doc(hidden)]
+pub mod check {
+    use super::CounterKey;
+
+    /// The key type's SQL type is the one the derive declared for it by name.
+    #[diagnostic::on_unimplemented(
+        message = "this key type keys a `{Self}` column, not a `{S}` one",
+        label = "the model's primary key type",
+        note = "a `Uuid` key is `uuid::Uuid`, with slotted-core's `uuid` feature"
+    )]
+    pub trait SameSqlType<S> {}
+    impl<T> SameSqlType<T> for T {}
+
+    /// Fails to compile unless `K` keys an `S` column.
+    pub const fn sql_type<K, S>()
+    where
+        K: CounterKey,
+        K::SqlType: SameSqlType<S>,
+    {
+    }
+
+    /// Fails to compile (a constant's evaluation) when `K` does not fit the shared table.
+    pub const fn shared<K: CounterKey>() {
+        assert!(
+            K::KIND.fits_big_int(),
+            "shared storage keeps integer keys of up to 63 bits (its `record_id` is BIGINT)"
+        );
     }
 }

@@ -114,6 +114,8 @@ macro_rules! __slotted_if_async {
 /// What the derive's expansion reaches: not public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::key::check as key_check;
+    pub use crate::key::{KeyValue, RawKey};
     pub use diesel;
     pub use std::collections::HashMap;
     pub use std::result::Result;

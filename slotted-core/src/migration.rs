@@ -349,9 +349,20 @@ fn quote(dialect: Dialect, ident: &str) -> String {
 /// The `CREATE TABLE` of a counter table on one backend.
 pub fn up_sql(spec: &CounterSpec, dialect: Dialect) -> String {
     let key_type: Cow<'static, str> = match (spec.key_column_kind(), dialect) {
+        (KeyKind::SmallInt, _) => "SMALLINT".into(),
         (KeyKind::Integer, Dialect::Mysql) => "INT".into(),
         (KeyKind::Integer, _) => "INTEGER".into(),
         (KeyKind::BigInt, _) => "BIGINT".into(),
+        (KeyKind::UnsignedInteger, Dialect::Mysql) => "INT UNSIGNED".into(),
+        (KeyKind::UnsignedBigInt, Dialect::Mysql) => "BIGINT UNSIGNED".into(),
+        (KeyKind::Uuid, Dialect::Postgres) => "UUID".into(),
+        // Column types Diesel maps on one backend only (`Unsigned<…>` on MySQL, `Uuid` on
+        // PostgreSQL): elsewhere a column that holds every such key, though the counter's calls
+        // there fail, naming the backend the key type needs.
+        (KeyKind::UnsignedInteger, _) => "BIGINT".into(),
+        (KeyKind::UnsignedBigInt, _) => "NUMERIC(20)".into(),
+        (KeyKind::Uuid, Dialect::Mysql) => "BINARY(16)".into(),
+        (KeyKind::Uuid, _) => "BLOB".into(),
         // A binary collation: keys compare byte for byte, as in Rust.
         (KeyKind::Text, Dialect::Mysql) => format!(
             "VARCHAR({}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",

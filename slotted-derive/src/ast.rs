@@ -32,6 +32,8 @@ pub struct Model<'a> {
     pub key_field: &'a Ident,
     /// The key field's column in the model's table.
     pub key_column: Ident,
+    /// The key field's type, as written.
+    pub key_ty: Type,
     pub key: KeyType,
     pub counters: Vec<Counter>,
     pub krate: Path,
@@ -39,9 +41,37 @@ pub struct Model<'a> {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum KeyType {
+    I16,
     I32,
     I64,
+    U32,
+    U64,
     String,
+    /// `uuid::Uuid` (checked to be it by its SQL type).
+    Uuid,
+}
+
+impl KeyType {
+    /// Its Diesel SQL type, by name (in scope in a `table!`).
+    pub fn sql_type(self) -> &'static str {
+        match self {
+            KeyType::I16 => "SmallInt",
+            KeyType::I32 => "Integer",
+            KeyType::I64 => "BigInt",
+            KeyType::U32 => "Unsigned<Integer>",
+            KeyType::U64 => "Unsigned<BigInt>",
+            KeyType::String => "Text",
+            KeyType::Uuid => "Uuid",
+        }
+    }
+
+    /// Whether the shared table's BIGINT `record_id` holds it.
+    fn fits_shared(self) -> bool {
+        matches!(
+            self,
+            KeyType::I16 | KeyType::I32 | KeyType::I64 | KeyType::U32
+        )
+    }
 }
 
 pub struct Counter {
@@ -145,7 +175,7 @@ impl<'a> Model<'a> {
         let mut counters = Vec::new();
         let mut stubs = Vec::new();
         for attr in &slotted.counters {
-            let key = key.as_ref().map(|(_, k, _)| *k);
+            let key = key.as_ref().map(|(_, _, k, _)| *k);
             match counter(attr, &parent_table, key, &mut errors) {
                 Ok(counter) => counters.push(counter),
                 Err(name) => stubs.extend(name),
@@ -156,13 +186,14 @@ impl<'a> Model<'a> {
             .krate
             .unwrap_or_else(|| syn::parse_quote!(::slotted_core));
         let (model, stubs) = match key {
-            Some((key_field, key, key_column)) => {
+            Some((key_field, key_ty, key, key_column)) => {
                 let model = Model {
                     ident: &input.ident,
                     vis: &input.vis,
                     parent,
                     key_field,
                     key_column,
+                    key_ty: key_ty.clone(),
                     key,
                     counters,
                     krate: krate.clone(),
@@ -266,13 +297,13 @@ fn key_field<'a>(
     fields: &'a syn::FieldsNamed,
     diesel: &attr::DieselAttrs,
     errors: &mut Errors,
-) -> Option<(&'a Ident, KeyType, Ident)> {
+) -> Option<(&'a Ident, &'a Type, KeyType, Ident)> {
     let (name, span): (String, Option<Span>) = match &diesel.primary_key {
         Some((keys, span)) if keys.len() > 1 => {
             errors.push(syn::Error::new(
                 *span,
-                "slotted counters do not support composite primary keys\n\n\
-                 help: key the model by one `i32`, `i64` or `String` column, e.g. a surrogate `id`",
+                "slotted counters do not support composite primary keys yet\n\n\
+                 help: key the model by one column (an integer, `String`, `uuid::Uuid` or a newtype over one), e.g. a surrogate `id`",
             ));
             return None;
         }
@@ -307,17 +338,19 @@ fn key_field<'a>(
         }
         return None;
     };
-    let key = key_type(&field.ty);
-    if key.is_none() {
+    let Some(key) = key_type(&field.ty) else {
         errors.at(
             &field.ty,
             "unsupported primary key type for a slotted counter",
-            "slotted counters are keyed by `i32`, `i64` or `String` (INTEGER, BIGINT, TEXT/VARCHAR)",
+            "slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL's UNSIGNED), \
+             `String` (TEXT/VARCHAR) or `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature); \
+             a newtype key is not supported yet: key the field by its inner type",
         );
-    }
+        return None;
+    };
     let ident = field.ident.as_ref()?;
     let column = attr::column_name(&field.attrs).unwrap_or_else(|| ident.clone());
-    Some((ident, key?, column))
+    Some((ident, &field.ty, key, column))
 }
 
 fn key_type(ty: &Type) -> Option<KeyType> {
@@ -330,9 +363,13 @@ fn key_type(ty: &Type) -> Option<KeyType> {
         return None;
     }
     match last.ident.to_string().as_str() {
+        "i16" => Some(KeyType::I16),
         "i32" => Some(KeyType::I32),
         "i64" => Some(KeyType::I64),
+        "u32" => Some(KeyType::U32),
+        "u64" => Some(KeyType::U64),
         "String" => Some(KeyType::String),
+        "Uuid" => Some(KeyType::Uuid),
         _ => None,
     }
 }
@@ -424,11 +461,11 @@ fn counter(
     };
     if shared == Some(true) {
         let storage = attr.storage.as_ref();
-        if key == Some(KeyType::String) {
+        if key.is_some_and(|k| !k.fits_shared()) {
             errors.at(
                 storage,
-                "shared storage keeps integer keys only",
-                "key the model by `i32` or `i64`, or use `storage = table`",
+                "shared storage keeps integer keys of up to 63 bits only",
+                "key the model by `i16`, `i32`, `i64` or `u32`, or use `storage = table`",
             );
         }
         if let Some(b) = &attr.bucket {

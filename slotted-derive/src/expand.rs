@@ -4,7 +4,7 @@
 //! hidden re-export.
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 
 use crate::ast::{Bucket, Counter, Fallback, KeyType, Model, Strategy};
@@ -95,11 +95,24 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     let (ident, vis, key_field) = (model.ident, model.vis, model.key_field);
     let name = &counter.name;
     let ty = counter_type(counter);
-    let (key_ty, sql_type, kind) = match model.key {
-        KeyType::I32 => (quote!(i32), quote!(Integer), quote!(Integer)),
-        KeyType::I64 => (quote!(i64), quote!(BigInt), quote!(BigInt)),
-        KeyType::String => (quote!(::std::string::String), quote!(Text), quote!(Text)),
+    let (key_ty, sql_type) = match model.key {
+        KeyType::I32 => (quote!(i32), quote!(Integer)),
+        KeyType::I64 => (quote!(i64), quote!(BigInt)),
+        KeyType::String => (quote!(::std::string::String), quote!(Text)),
+        known => {
+            let user_ty = &model.key_ty;
+            let sql: TokenStream = known.sql_type().parse().expect("an SQL type name");
+            (quote!(#user_ty), sql)
+        }
     };
+    // A type known by name only (`Uuid`): it must be the type that keys that SQL type.
+    let key_check = (model.key == KeyType::Uuid).then(|| {
+        let span = syn::spanned::Spanned::span(&model.key_ty);
+        let sql_types = quote!(#krate::__private::diesel::sql_types);
+        quote_spanned! {span=>
+            const _: () = #krate::__private::key_check::sql_type::<#key_ty, #sql_types::#sql_type>();
+        }
+    });
     let of = format_ident!("{}_of", name);
     let totals = format_ident!("{}_totals", name);
     let totals_async = format_ident!("{}_totals_async", name);
@@ -174,6 +187,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     );
     quote! {
         #declaration
+        #key_check
 
         #[automatically_derived]
         impl #krate::CounterTable for #ty {
@@ -184,7 +198,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 table: #table_name,
                 slots: #slots,
                 strategy: #krate::SlotStrategy::#strategy,
-                key: #krate::KeyKind::#kind,
+                key: <#key_ty as #krate::CounterKey>::KIND,
                 max_key_length: #max_key_length,
                 storage: #storage,
                 bucket: #bucket,

@@ -166,7 +166,8 @@ use proc_macro::TokenStream;
 ///   which starts the counter tables' names. Default: the struct's name in snake_case plus `s`
 ///   (`BlogPost` → `blog_posts`).
 /// * `#[diesel(primary_key(url))]`: the field that keys the counters. Default: `id`. One field of
-///   type `i32`, `i64` or `String`; a composite key is an error.
+///   type `i16`, `i32`, `i64`, `u32`/`u64` (MySQL's `UNSIGNED`), `String` or `uuid::Uuid`
+///   (PostgreSQL, slotted-core's `uuid` feature); a composite or newtype key is an error.
 /// * `#[diesel(column_name = post_id)]` on the key field: its column, for `cache`. Default: the
 ///   field's name.
 ///

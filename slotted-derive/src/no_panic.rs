@@ -56,7 +56,7 @@ const REFUSED: &[&str] = &[
     "#[slotted(counter = likes, slots = 16, bucket = day, max_key_length = 766)] #[diesel(primary_key(url))] struct Page { url: String }",
     "#[slotted(counter = likes, slots = 16, bucket = week, max_key_length = 766)] #[diesel(primary_key(url))] struct Page { url: String }",
     "#[slotted(counter = likes, slots = 16, max_key_length = 768)] #[diesel(primary_key(url))] struct Page { url: String }",
-    "#[slotted(counter = likes, slots = 16)] struct Post { id: Uuid }",
+    "#[slotted(counter = likes, slots = 16)] struct Post { id: Ulid }",
 ];
 
 /// Inputs with errors whose fallback must still declare these methods, each exactly once, so
@@ -64,7 +64,7 @@ const REFUSED: &[&str] = &[
 const STUBBED: &[(&str, &[&str])] = &[
     ("#[slotted(counter: likes, slots = 16)] struct Post { id: i32 }", &["likes", "likes_of", "likes_totals"]),
     ("#[slotted(counter = likes slots = 16)] struct Post { id: i32 }", &["likes", "likes_of", "likes_totals"]),
-    ("#[slotted(counter = likes, slots = 16)] struct Post { id: Uuid }", &["likes", "likes_of", "likes_totals"]),
+    ("#[slotted(counter = likes, slots = 16)] struct Post { id: Ulid }", &["likes", "likes_of", "likes_totals"]),
     (
         "#[diesel(primary_key(a, b))] #[slotted(counter = likes, slots = 16)] #[slotted(counter = views, slots = 4)] struct Post { a: i32, b: i32 }",
         &["likes", "likes_of", "likes_totals", "views", "views_of", "views_totals"],

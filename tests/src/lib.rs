@@ -12,6 +12,7 @@ use slotted_core::{CounterConnection, SlottedCounter};
 
 #[cfg(feature = "async")]
 pub mod asynch;
+pub mod keys;
 
 pub mod models {
     //! The models the tests count on: one per key type, and two counters on one model.

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use slotted_core::{CounterTable, Dialect, KeyKind};
+use slotted_tests::keys;
 use slotted_tests::models::*;
 use slotted_tests::{all_migrations, backend_tests, require_all_backends, TestConnection, TestDb};
 
@@ -57,6 +58,7 @@ fn printed_table(schema: &str, table: &str) -> String {
             [
                 ("Int4", "Integer"),
                 ("Int2", "SmallInt"),
+                ("Unsigned<Bigint>", "Unsigned<BigInt>"),
                 ("Smallint", "SmallInt"),
                 ("Int8", "BigInt"),
                 ("Bigint", "BigInt"),
@@ -74,14 +76,29 @@ fn printed_table(schema: &str, table: &str) -> String {
 /// What the derive declares for a counter table, in print-schema's layout.
 fn declared<T: CounterTable>() -> String {
     let key = match T::SPEC.key {
+        KeyKind::SmallInt => "SmallInt",
         KeyKind::Integer => "Integer",
         KeyKind::BigInt => "BigInt",
+        KeyKind::UnsignedInteger => "Unsigned<Integer>",
+        KeyKind::UnsignedBigInt => "Unsigned<BigInt>",
         KeyKind::Text => "Text",
+        KeyKind::Uuid => "Uuid",
+        other => unreachable!("a key kind this test does not know: {other:?}"),
     };
     format!(
         "{} (record_id, slot) {{\nrecord_id -> {key},\nslot -> SmallInt,\ncount -> BigInt,",
         T::SPEC.table
     )
+}
+
+#[cfg(feature = "postgres")]
+fn declared_uuid() -> String {
+    declared::<keys::notes_claps_slots::table>()
+}
+
+#[cfg(not(feature = "postgres"))]
+fn declared_uuid() -> String {
+    unreachable!("PostgreSQL runs only with the postgres feature")
 }
 
 fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>(test: &str) {
@@ -92,6 +109,9 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("migrations")).unwrap();
     all_migrations()
+        .write_diesel_cli_folders(dir.join("migrations"), dialect::<C>())
+        .unwrap();
+    slotted_tests::keys::migrations()
         .write_diesel_cli_folders(dir.join("migrations"), dialect::<C>())
         .unwrap();
 
@@ -111,12 +131,23 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
     );
 
     let schema = diesel(&["print-schema", "--database-url", &db.url], &dir).unwrap();
-    for expected in [
+    let mut tables = vec![
         declared::<posts_likes_slots::table>(),
         declared::<posts_views_slots::table>(),
         declared::<events_hits_slots::table>(),
         declared::<pages_views_slots::table>(),
-    ] {
+        declared::<keys::shelves_picks_slots::table>(),
+    ];
+    // The key types one backend maps: MySQL's unsigned integers, PostgreSQL's UUIDs.
+    match C::NAME {
+        "mysql" => tables.extend([
+            declared::<keys::crates_downloads_slots::table>(),
+            declared::<keys::blobs_reads_slots::table>(),
+        ]),
+        "postgres" => tables.push(declared_uuid()),
+        _ => {}
+    }
+    for expected in tables {
         let table = expected.split(' ').next().unwrap();
         assert_eq!(
             printed_table(&schema, table),

@@ -3,7 +3,7 @@ use slotted_core::SlottedCounter;
 #[derive(SlottedCounter)]
 #[slotted(counter = likes, slots = 16)]
 struct Post {
-    id: u32,
+    id: f64,
 }
 
 fn main() {}

@@ -4,12 +4,12 @@ use diesel::prelude::*;
 use slotted_core::SlottedCounter;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct Uuid(u128);
+struct Ulid(u128);
 
 #[derive(SlottedCounter)]
 #[slotted(counter = likes, slots = 16)]
 struct Post {
-    id: Uuid,
+    id: Ulid,
 }
 
 fn count(post: &Post, conn: &mut SqliteConnection) -> slotted_core::Result<i64> {

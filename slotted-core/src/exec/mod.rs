@@ -23,7 +23,10 @@ use diesel::QueryResult;
 
 use crate::dialect::CounterBackend;
 use crate::key::KeyKind;
-use crate::sql::{BigIntKey, FromCounterRow, IntegerKey, Keyed, TextKey};
+use crate::sql::{
+    BigIntKey, FromCounterRow, IntegerKey, Keyed, SmallIntKey, TextKey, UnsignedBigIntKey,
+    UnsignedIntegerKey, UuidKey,
+};
 
 /// A statement value any face can run.
 pub(crate) trait Statement<DB: CounterBackend>: QueryFragment<DB> + QueryId + Send {}
@@ -86,19 +89,21 @@ where
     fn strip<K, R>(rows: Vec<Keyed<K, R>>) -> Vec<R> {
         rows.into_iter().map(|Keyed(row, _)| row).collect()
     }
+    macro_rules! load {
+        ($marker:ty) => {
+            exec.load::<_, Keyed<$marker, R>>(statement)
+                .await
+                .map(strip)
+        };
+    }
     match kind {
-        KeyKind::Integer => exec
-            .load::<_, Keyed<IntegerKey, R>>(statement)
-            .await
-            .map(strip),
-        KeyKind::BigInt => exec
-            .load::<_, Keyed<BigIntKey, R>>(statement)
-            .await
-            .map(strip),
-        KeyKind::Text => exec
-            .load::<_, Keyed<TextKey, R>>(statement)
-            .await
-            .map(strip),
+        KeyKind::SmallInt => load!(SmallIntKey),
+        KeyKind::Integer => load!(IntegerKey),
+        KeyKind::BigInt => load!(BigIntKey),
+        KeyKind::UnsignedInteger => load!(UnsignedIntegerKey),
+        KeyKind::UnsignedBigInt => load!(UnsignedBigIntKey),
+        KeyKind::Text => load!(TextKey),
+        KeyKind::Uuid => load!(UuidKey),
     }
 }
 

@@ -265,11 +265,11 @@ pub(crate) fn sorted_keys<'k, DB: CounterBackend, K: CounterKey>(
     spec: &CounterSpec,
     keys: &'k [K],
 ) -> Result<Vec<KeyValue<'k>>> {
-    let sorted: BTreeSet<&K> = keys.iter().collect();
-    sorted
-        .into_iter()
+    let checked: BTreeSet<KeyValue<'k>> = keys
+        .iter()
         .map(|k| check_key::<DB, K>(spec, k))
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(checked.into_iter().collect())
 }
 
 /// Sets `key`'s count to `value` in one transaction, rerun when it loses a deadlock (see

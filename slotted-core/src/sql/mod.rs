@@ -310,17 +310,23 @@ pub(crate) trait FromCounterRow: Sized + Send + 'static {
 pub(crate) trait KeyKindOf: Send + 'static {
     const KIND: KeyKind;
 }
-pub(crate) enum IntegerKey {}
-pub(crate) enum BigIntKey {}
-pub(crate) enum TextKey {}
-impl KeyKindOf for IntegerKey {
-    const KIND: KeyKind = KeyKind::Integer;
+macro_rules! key_markers {
+    ($($marker:ident => $kind:ident),*) => {$(
+        pub(crate) enum $marker {}
+        impl KeyKindOf for $marker {
+            const KIND: KeyKind = KeyKind::$kind;
+        }
+    )*};
 }
-impl KeyKindOf for BigIntKey {
-    const KIND: KeyKind = KeyKind::BigInt;
-}
-impl KeyKindOf for TextKey {
-    const KIND: KeyKind = KeyKind::Text;
+
+key_markers! {
+    SmallIntKey => SmallInt,
+    IntegerKey => Integer,
+    BigIntKey => BigInt,
+    UnsignedIntegerKey => UnsignedInteger,
+    UnsignedBigIntKey => UnsignedBigInt,
+    TextKey => Text,
+    UuidKey => Uuid
 }
 
 /// A row of type `R` whose key column has the SQL type `K`.

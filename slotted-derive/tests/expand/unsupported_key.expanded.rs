@@ -1,5 +1,5 @@
 ::core::compile_error! {
-    "unsupported primary key type for a slotted counter\n\nhelp: slotted counters are keyed by `i32`, `i64` or `String` (INTEGER, BIGINT, TEXT/VARCHAR)"
+    "unsupported primary key type for a slotted counter\n\nhelp: slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL's UNSIGNED), `String` (TEXT/VARCHAR) or `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature); a newtype key is not supported yet: key the field by its inner type"
 }
 #[automatically_derived]
 impl ::slotted_core::SlottedModel for Post {

@@ -2,5 +2,5 @@
 #[derive(SlottedCounter)]
 #[slotted(counter = likes, slots = 16)]
 struct Post {
-    id: Uuid,
+    id: Ulid,
 }

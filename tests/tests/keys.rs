@@ -1,0 +1,261 @@
+//! Key types beyond `i32`, `i64` and `String`, each on the backends whose Diesel maps it: `i16`
+//! everywhere, MySQL's `u32`/`u64` (UNSIGNED, with keys past the signed range), PostgreSQL's
+//! `uuid::Uuid`. For each: its own table and (the integers) the shared one, concurrent increments
+//! with exact totals, batch totals with an absent key, compaction, set and reset, the buffer,
+//! the async face, and the migration reverted. A key type run on a backend that lacks its column
+//! type fails with an error naming the backend it needs.
+
+use std::time::Duration;
+
+use diesel::r2d2::R2D2Connection;
+use slotted_core::buffer::{BufferConfig, CounterBuffer};
+use slotted_core::{Counter, CounterMaintenance};
+use slotted_tests::keys::*;
+use slotted_tests::{backend_tests, pool, TestConnection, TestDb};
+
+backend_tests! {
+    all: [small_int_keys, unsupported_key_types_name_the_backend_they_need],
+    postgres: [uuid_keys],
+    mysql: [unsigned_keys],
+}
+
+/// A fresh database with the key models' counter tables and the buffer's flush log.
+fn setup<C: TestConnection>(test: &str) -> Option<(TestDb, C)> {
+    let db = TestDb::new::<C>(test)?;
+    let mut conn = C::open(&db.url);
+    conn.run_pending_migrations(migrations())
+        .expect("the key models' migrations");
+    conn.run_pending_migrations(slotted_core::CounterMigrations::new().with_buffer())
+        .expect("the flush log");
+    Some((db, conn))
+}
+
+const THREADS: usize = 4;
+const EACH: usize = 60;
+
+/// Every call on counter `T` with these three keys (and one that has no row), on `C`.
+fn exercise<C, T>(db: &TestDb, conn: &mut C, keys: [T::Key; 3], absent: T::Key)
+where
+    C: TestConnection + R2D2Connection,
+    T: CounterMaintenance,
+{
+    let name = T::SPEC.qualified_name();
+    // Concurrent increments, a connection per thread, the keys in turn.
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (keys, name) = (&keys, &name);
+            s.spawn(move || {
+                let mut conn = C::open(&db.url);
+                for i in 0..EACH {
+                    Counter::<T>::new(&keys[(t + i) % 3])
+                        .increment(&mut conn)
+                        .unwrap_or_else(|e| panic!("{name}: {e}"));
+                }
+            });
+        }
+    });
+    let each = (THREADS * EACH / 3) as i64;
+    for key in &keys {
+        assert_eq!(
+            Counter::<T>::new(key).total(conn).unwrap(),
+            each,
+            "{name} {key:?}"
+        );
+    }
+    let mut asked = keys.to_vec();
+    asked.push(absent.clone());
+    let totals = Counter::<T>::totals(&asked, conn).unwrap();
+    assert_eq!(totals.len(), 4, "{name}: every key present");
+    assert_eq!(totals[&absent], 0, "{name}: a key without rows");
+    for key in &keys {
+        assert_eq!(totals[key], each, "{name} {key:?}");
+    }
+
+    // Compaction folds each record into one row, in its own table.
+    let report = T::default().compact_all(2, conn).unwrap();
+    assert_eq!(report.records, 3, "{name}: {report:?}");
+    if T::SPEC.table != slotted_core::SHARED_TABLE {
+        let rows = conn.query_i64(&format!("SELECT COUNT(*) AS n FROM {}", T::SPEC.table));
+        assert_eq!(rows, 3, "{name}: one row per record after compaction");
+    }
+
+    // set and reset, one record each.
+    Counter::<T>::new(&keys[0]).set(1_000, conn).unwrap();
+    Counter::<T>::new(&keys[1]).reset(conn).unwrap();
+    let totals = Counter::<T>::totals(&keys, conn).unwrap();
+    assert_eq!(
+        [totals[&keys[0]], totals[&keys[1]], totals[&keys[2]]],
+        [1_000, 0, each],
+        "{name}"
+    );
+
+    // The write-behind buffer.
+    let buffer = CounterBuffer::start(
+        pool::<C>(&db.url, 2),
+        BufferConfig {
+            interval: Duration::from_millis(20),
+            ..BufferConfig::default()
+        },
+    );
+    for _ in 0..5 {
+        Counter::<T>::new(&keys[2])
+            .increment_buffered(&buffer)
+            .unwrap();
+    }
+    buffer.shutdown().expect("a clean shutdown flushes");
+    assert_eq!(
+        Counter::<T>::new(&keys[2]).total(conn).unwrap(),
+        each + 5,
+        "{name}: the buffered adds"
+    );
+}
+
+/// The key models' migrations revert: their tables are gone.
+fn reverted<C: TestConnection>(conn: &mut C, tables: &[&str]) {
+    // Each of them (the buffer's flush log, applied beside them, stays).
+    let source =
+        diesel::migration::MigrationSource::<<C as diesel::Connection>::Backend>::migrations(
+            &migrations(),
+        )
+        .expect("the key models' migrations");
+    for migration in source.iter().rev() {
+        conn.revert_migration(&**migration)
+            .unwrap_or_else(|e| panic!("revert {}: {e}", migration.name()));
+    }
+    for table in tables {
+        assert!(!conn.table_exists(table), "{table} reverted");
+    }
+}
+
+fn small_int_keys<C: TestConnection + R2D2Connection>(test: &str) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    exercise::<C, shelves_picks_slots::table>(&db, &mut conn, [-7, 0, i16::MAX], i16::MIN);
+    exercise::<C, shelves_views::counter>(&db, &mut conn, [-7, 0, i16::MAX], i16::MIN);
+    reverted(&mut conn, &["shelves_picks_slots"]);
+}
+
+fn unsigned_keys<C: TestConnection + R2D2Connection>(test: &str) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    // Keys past i32::MAX and i64::MAX: only an UNSIGNED column holds them.
+    let big = 3_000_000_000_u32;
+    exercise::<C, crates_downloads_slots::table>(&db, &mut conn, [0, big, u32::MAX], 1);
+    exercise::<C, crates_stars::counter>(&db, &mut conn, [0, big, u32::MAX], 1);
+    let huge = u64::MAX - 1;
+    exercise::<C, blobs_reads_slots::table>(&db, &mut conn, [0, 1 << 63, huge], u64::MAX);
+    reverted(&mut conn, &["crates_downloads_slots", "blobs_reads_slots"]);
+}
+
+#[cfg(feature = "postgres")]
+fn uuid_keys<C: TestConnection + R2D2Connection>(test: &str) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    let keys = [
+        uuid::Uuid::nil(),
+        uuid::Uuid::from_u128(0x67e5_5044_10b1_426f_9247_bb68_0e5f_e0c8),
+        uuid::Uuid::max(),
+    ];
+    let absent = uuid::Uuid::from_u128(42);
+    exercise::<C, notes_claps_slots::table>(&db, &mut conn, keys, absent);
+    // Errors and reports show a UUID as uuid::Uuid shows itself.
+    let counter = Counter::<notes_claps_slots::table>::new(&keys[1]);
+    counter.add(i64::MAX, &mut conn).unwrap(); // reset above: from 0
+    let err = counter.add(1, &mut conn).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("67e55044-10b1-426f-9247-bb680e5fe0c8"),
+        "{err}"
+    );
+    reverted(&mut conn, &["notes_claps_slots"]);
+}
+
+/// A key type whose column type this backend lacks (its `table!` would not map it either):
+/// every call fails, nothing is written, and the error names the backend the key type needs.
+fn unsupported_key_types_name_the_backend_they_need<C: TestConnection + R2D2Connection>(
+    test: &str,
+) {
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    if C::NAME != "mysql" {
+        let err = Crate::downloads_of(7_u32)
+            .increment(&mut conn)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs MySQL or MariaDB"), "{err}");
+        let rows = conn.query_i64("SELECT COUNT(*) AS n FROM crates_downloads_slots");
+        assert_eq!(rows, 0, "nothing written");
+    }
+    #[cfg(feature = "postgres")]
+    if C::NAME != "postgres" {
+        let err = Note::claps_of(uuid::Uuid::nil())
+            .total(&mut conn)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs PostgreSQL"), "{err}");
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+fn uuid_keys<C: TestConnection>(_: &str) {}
+
+#[cfg(feature = "async")]
+mod asynch {
+    use slotted_tests::asynch::AsyncTestConnection;
+    use slotted_tests::keys::*;
+
+    slotted_tests::async_backend_tests! {
+        all: [small_int_keys_on_the_async_face],
+    }
+
+    /// The async face with `i16` keys, and MySQL's unsigned and PostgreSQL's UUID keys where
+    /// they run.
+    async fn small_int_keys_on_the_async_face<A: AsyncTestConnection>(test: &str) {
+        let Some(db) = slotted_tests::TestDb::new::<A::Sync>(&format!("async_{test}")) else {
+            return;
+        };
+        let mut conn = A::open(&db.url).await.migrate(migrations());
+        for _ in 0..3 {
+            Shelf::picks_of(-3_i16)
+                .increment_async(&mut conn)
+                .await
+                .unwrap();
+            Shelf::views_of(9_i16)
+                .add_async(2, &mut conn)
+                .await
+                .unwrap();
+        }
+        let totals = Shelf::picks_totals_async(&[-3, 4], &mut conn)
+            .await
+            .unwrap();
+        assert_eq!((totals[&-3], totals[&4]), (3, 0));
+        assert_eq!(
+            Shelf::views_of(9_i16).total_async(&mut conn).await.unwrap(),
+            6
+        );
+        if <A::Sync as slotted_tests::TestConnection>::NAME == "mysql" {
+            Crate::downloads_of(u32::MAX)
+                .add_async(4, &mut conn)
+                .await
+                .unwrap();
+            let total = Crate::downloads_of(u32::MAX)
+                .total_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(total, 4);
+        }
+        #[cfg(feature = "postgres")]
+        if <A::Sync as slotted_tests::TestConnection>::NAME == "postgres" {
+            let id = uuid::Uuid::from_u128(7);
+            Note::claps_of(id).add_async(5, &mut conn).await.unwrap();
+            let totals = Note::claps_totals_async(&[id, uuid::Uuid::nil()], &mut conn)
+                .await
+                .unwrap();
+            assert_eq!((totals[&id], totals[&uuid::Uuid::nil()]), (5, 0));
+        }
+    }
+}
