@@ -194,7 +194,9 @@ impl KeySqlType for diesel::sql_types::SmallInt {}
 impl KeySqlType for diesel::sql_types::Integer {}
 impl KeySqlType for diesel::sql_types::BigInt {}
 impl KeySqlType for diesel::sql_types::Text {}
+#[cfg(feature = "mysql")]
 impl KeySqlType for diesel::sql_types::Unsigned<diesel::sql_types::Integer> {}
+#[cfg(feature = "mysql")]
 impl KeySqlType for diesel::sql_types::Unsigned<diesel::sql_types::BigInt> {}
 #[cfg(feature = "uuid")]
 impl KeySqlType for diesel::sql_types::Uuid {}
@@ -204,7 +206,9 @@ mod sealed {
     impl Sealed for i16 {}
     impl Sealed for i32 {}
     impl Sealed for i64 {}
+    #[cfg(feature = "mysql")]
     impl Sealed for u32 {}
+    #[cfg(feature = "mysql")]
     impl Sealed for u64 {}
     impl Sealed for String {}
     #[cfg(feature = "uuid")]
@@ -213,7 +217,7 @@ mod sealed {
 
 /// A type a counter can be keyed by: the model's primary key type.
 ///
-/// `i16`, `i32`, `i64`, `u32` and `u64` (MySQL's `UNSIGNED` columns), `String` and, with the
+/// `i16`, `i32`, `i64`, `u32` and `u64` (MySQL's `UNSIGNED` columns, the `mysql` feature), `String` and, with the
 /// `uuid` feature, `uuid::Uuid` (PostgreSQL). `SqlType` is the Diesel SQL type of the key's
 /// column; the counter table's `record_id` gets the same one on each backend, so
 /// `diesel print-schema` writes what the derive declares.
@@ -259,6 +263,11 @@ integer_key! {
     i16 => SmallInt, diesel::sql_types::SmallInt;
     i32 => Integer, diesel::sql_types::Integer;
     i64 => BigInt, diesel::sql_types::BigInt;
+}
+
+// Diesel has `Unsigned` with its MySQL backend only.
+#[cfg(feature = "mysql")]
+integer_key! {
     u32 => UnsignedInteger, diesel::sql_types::Unsigned<diesel::sql_types::Integer>;
     u64 => UnsignedBigInt, diesel::sql_types::Unsigned<diesel::sql_types::BigInt>;
 }

@@ -11,7 +11,9 @@ pub struct Shelf {
     pub id: i16,
 }
 
-/// MySQL's `INT UNSIGNED` key, in a table of its own and in the shared table.
+/// MySQL's `INT UNSIGNED` key, in a table of its own and in the shared table (Diesel has
+/// `Unsigned` with its MySQL backend only).
+#[cfg(feature = "mysql")]
 #[derive(Debug, Clone, SlottedCounter)]
 #[diesel(table_name = crates)]
 #[slotted(counter = downloads, slots = 4)]
@@ -21,6 +23,7 @@ pub struct Crate {
 }
 
 /// MySQL's `BIGINT UNSIGNED` key.
+#[cfg(feature = "mysql")]
 #[derive(Debug, Clone, SlottedCounter)]
 #[diesel(table_name = blobs)]
 #[slotted(counter = reads, slots = 4)]
@@ -40,9 +43,9 @@ pub struct Note {
 /// The migrations of the models: each backend creates every table (a key type another backend
 /// maps gets a column that holds it), and counts with the keys it maps.
 pub fn migrations() -> slotted_core::CounterMigrations {
-    let migrations = slotted_core::CounterMigrations::of::<Shelf>()
-        .and::<Crate>()
-        .and::<Blob>();
+    let migrations = slotted_core::CounterMigrations::of::<Shelf>();
+    #[cfg(feature = "mysql")]
+    let migrations = migrations.and::<Crate>().and::<Blob>();
     #[cfg(feature = "postgres")]
     let migrations = migrations.and::<Note>();
     migrations

@@ -139,13 +139,15 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
         declared::<keys::shelves_picks_slots::table>(),
     ];
     // The key types one backend maps: MySQL's unsigned integers, PostgreSQL's UUIDs.
-    match C::NAME {
-        "mysql" => tables.extend([
+    #[cfg(feature = "mysql")]
+    if C::NAME == "mysql" {
+        tables.extend([
             declared::<keys::crates_downloads_slots::table>(),
             declared::<keys::blobs_reads_slots::table>(),
-        ]),
-        "postgres" => tables.push(declared_uuid()),
-        _ => {}
+        ]);
+    }
+    if C::NAME == "postgres" {
+        tables.push(declared_uuid());
     }
     for expected in tables {
         let table = expected.split(' ').next().unwrap();
