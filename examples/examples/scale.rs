@@ -1,0 +1,520 @@
+//! At production size (issue 26, first part): how a counter table's storage, compaction and reads
+//! grow with the number of records, each against an anchor measured in the same run.
+//!
+//! At each size (10^4, 10^5, 10^6 records), the writes follow a Zipf-like skew: every record is
+//! written once, and 3 writes per record more go to records by `1 / rank` (the hottest record
+//! takes about 200,000 of them at 10^6, most records none). Each write lands on a random one of
+//! 16 slots, as `strategy = random` spreads them. The rows are written straight into the tables
+//! (as that many increments would leave them), so a size takes seconds, not hours.
+//!
+//! - **storage**: bytes (table and indexes) per record of the slot table after the writes, after
+//!   `compact_all`, and after the database made that space reusable or gave it back (PostgreSQL:
+//!   `VACUUM`, then `VACUUM FULL`; MariaDB: `OPTIMIZE TABLE`), against a plain
+//!   `(record_id INT PRIMARY KEY, count BIGINT)` table of the same totals;
+//! - **compaction**: slot rows folded per second by `compact_all` (batches of
+//!   `MAINTENANCE_BATCH` records, each its own transaction, `SKIP LOCKED`), against the same fold
+//!   written by hand in plain SQL over the same rows in batches of the same size (the anchor);
+//! - **reads**: `total` of the hottest record, `totals` of 1,000 and of 10,000 random records,
+//!   before compaction.
+//!
+//! Every size checks that compaction kept each total (the sum of all counts and the hottest
+//! record's total).
+//!
+//!     cargo run --release --example scale --features postgres,mysql -- --backend postgres
+//!     cargo run --release --example scale --features postgres,mysql -- --backend mysql
+//!     cargo run --example scale --features postgres,mysql -- --backend mysql --smoke
+//!
+//! Options: `--sizes 10000,100000,1000000` (the default), `--smoke` (1,000 and 5,000 records,
+//! nothing saved), `--out FILE` (default `docs/bench/scale-<backend>.txt`). Uses
+//! `PG_DATABASE_URL` / `MYSQL_DATABASE_URL`, and only the tables it creates there.
+
+use std::time::{Duration, Instant};
+
+use diesel::connection::SimpleConnection;
+use diesel::sql_types::BigInt;
+use diesel::{QueryableByName, RunQueryDsl};
+use rand::{RngExt, SeedableRng};
+use slotted_core::maintenance::MAINTENANCE_BATCH;
+use slotted_core::{CounterConnection, CounterMaintenance, SlottedCounter};
+use slotted_examples::BoxError;
+
+/// The counter under test.
+#[derive(SlottedCounter)]
+#[diesel(table_name = scale_items)]
+#[slotted(counter = hits, slots = 16, strategy = random)]
+pub struct Item {
+    pub id: i32,
+}
+
+/// The same table shape, folded by hand (the compaction anchor).
+#[derive(SlottedCounter)]
+#[diesel(table_name = scale_anchor)]
+#[slotted(counter = hits, slots = 16, strategy = random)]
+pub struct Anchor {
+    pub id: i32,
+}
+
+const SLOTS: u32 = 16;
+const TABLES: [&str; 3] = [
+    "scale_items_hits_slots",
+    "scale_anchor_hits_slots",
+    "scale_plain",
+];
+
+#[derive(QueryableByName)]
+struct Number {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+struct Options {
+    backend: String,
+    sizes: Vec<u32>,
+    out: Option<String>,
+}
+
+fn options() -> Result<Options, BoxError> {
+    let mut backend = None;
+    let mut sizes = vec![10_000, 100_000, 1_000_000];
+    let mut out = None;
+    let mut smoke = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--backend" => backend = args.next(),
+            "--sizes" => {
+                let list = args
+                    .next()
+                    .ok_or("--sizes needs a list, e.g. 10000,100000")?;
+                sizes = list.split(',').map(str::parse).collect::<Result<_, _>>()?;
+            }
+            "--out" => out = args.next(),
+            "--smoke" => smoke = true,
+            other => return Err(format!("unknown argument `{other}`").into()),
+        }
+    }
+    let backend = backend.ok_or("--backend postgres or --backend mysql")?;
+    if smoke {
+        sizes = vec![1_000, 5_000];
+    }
+    let out = match (smoke, out) {
+        (true, _) => None,
+        (false, Some(out)) => Some(out),
+        (false, None) => Some(format!("docs/bench/scale-{backend}.txt")),
+    };
+    Ok(Options {
+        backend,
+        sizes,
+        out,
+    })
+}
+
+/// What one backend needs beyond Diesel: its SQL for sizes, casts and the hand-written fold.
+trait Server: CounterConnection + SimpleConnection + Sized {
+    const NAME: &'static str;
+    /// `SIGNED` on MySQL, `BIGINT` elsewhere.
+    const INT: &'static str;
+    /// The one `BIGINT` column `n` of the one row `sql` returns.
+    fn number(&mut self, sql: &str) -> Result<i64, BoxError>;
+    /// Table and index bytes of `table`, after the database's statistics were refreshed.
+    fn bytes(&mut self, table: &str) -> Result<i64, BoxError>;
+    /// What makes a table's freed space reusable without rebuilding it; its name.
+    fn reclaim(&mut self, table: &str) -> Result<&'static str, BoxError>;
+    /// Rebuilds a table to its minimal size; the command's name.
+    fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError>;
+    /// Folds the anchor's rows of records `low..=high` into one row each, by hand.
+    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError>;
+}
+
+#[cfg(feature = "postgres")]
+impl Server for diesel::PgConnection {
+    const NAME: &'static str = "postgres";
+    const INT: &'static str = "BIGINT";
+
+    fn number(&mut self, sql: &str) -> Result<i64, BoxError> {
+        Ok(diesel::sql_query(sql).get_result::<Number>(self)?.n)
+    }
+
+    fn bytes(&mut self, table: &str) -> Result<i64, BoxError> {
+        self.batch_execute(&format!("ANALYZE {table}"))?;
+        self.number(&format!("SELECT pg_total_relation_size('{table}') AS n"))
+    }
+
+    fn reclaim(&mut self, table: &str) -> Result<&'static str, BoxError> {
+        self.batch_execute(&format!("VACUUM {table}"))?;
+        Ok("VACUUM")
+    }
+
+    fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError> {
+        self.batch_execute(&format!("VACUUM FULL {table}"))?;
+        Ok("VACUUM FULL")
+    }
+
+    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError> {
+        // One statement per batch: delete the rows and insert their sums.
+        self.batch_execute(&format!(
+            "WITH gone AS (DELETE FROM scale_anchor_hits_slots \
+             WHERE record_id BETWEEN {low} AND {high} RETURNING record_id, count) \
+             INSERT INTO scale_anchor_hits_slots (record_id, slot, count) \
+             SELECT record_id, 0, SUM(count) FROM gone GROUP BY record_id HAVING SUM(count) <> 0"
+        ))?;
+        Ok(())
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl Server for diesel::MysqlConnection {
+    const NAME: &'static str = "mysql";
+    const INT: &'static str = "SIGNED";
+
+    fn number(&mut self, sql: &str) -> Result<i64, BoxError> {
+        Ok(diesel::sql_query(sql).get_result::<Number>(self)?.n)
+    }
+
+    fn bytes(&mut self, table: &str) -> Result<i64, BoxError> {
+        self.batch_execute(&format!("ANALYZE TABLE {table}"))?;
+        self.number(
+            &format!(
+                "SELECT CAST(data_length + index_length AS SIGNED) AS n FROM information_schema.tables \
+                 WHERE table_schema = DATABASE() AND table_name = '{table}'"
+            ),
+        )
+    }
+
+    fn reclaim(&mut self, _table: &str) -> Result<&'static str, BoxError> {
+        // InnoDB's purge frees deleted rows' space for reuse on its own; nothing to run.
+        Ok("(purge)")
+    }
+
+    fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError> {
+        self.batch_execute(&format!("OPTIMIZE TABLE {table}"))?;
+        Ok("OPTIMIZE TABLE")
+    }
+
+    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError> {
+        // No writable CTE: sum into a temporary table, delete, insert the sums; one transaction.
+        self.batch_execute(&format!(
+            "BEGIN; \
+             DELETE FROM scale_fold; \
+             INSERT INTO scale_fold (record_id, total) SELECT record_id, SUM(count) \
+             FROM scale_anchor_hits_slots WHERE record_id BETWEEN {low} AND {high} \
+             GROUP BY record_id FOR UPDATE; \
+             DELETE FROM scale_anchor_hits_slots WHERE record_id BETWEEN {low} AND {high}; \
+             INSERT INTO scale_anchor_hits_slots (record_id, slot, count) \
+             SELECT record_id, 0, total FROM scale_fold WHERE total <> 0; \
+             COMMIT"
+        ))?;
+        Ok(())
+    }
+}
+
+/// Per record: its number of writes (1, plus its Zipf share of `3 × records` more).
+fn writes_per_record(records: u32) -> Vec<u64> {
+    let harmonic: f64 = (1..=records).map(|r| 1.0 / f64::from(r)).sum();
+    let extra = 3.0 * f64::from(records);
+    (1..=records)
+        .map(|rank| 1 + (extra / (f64::from(rank) * harmonic)) as u64)
+        .collect()
+}
+
+/// Creates the three tables, empty; the MariaDB fold's scratch table too.
+fn create<C: Server>(conn: &mut C) -> Result<(), BoxError> {
+    for table in TABLES {
+        conn.batch_execute(&format!("DROP TABLE IF EXISTS {table}"))?;
+    }
+    let dialect = <C::Backend as slotted_core::CounterBackend>::DIALECT;
+    let items = <scale_items_hits_slots::table as slotted_core::CounterTable>::SPEC;
+    let anchor = <scale_anchor_hits_slots::table as slotted_core::CounterTable>::SPEC;
+    conn.batch_execute(&slotted_core::migration::up_sql(&items, dialect))?;
+    conn.batch_execute(&slotted_core::migration::up_sql(&anchor, dialect))?;
+    conn.batch_execute(
+        "CREATE TABLE scale_plain (record_id INT PRIMARY KEY, count BIGINT NOT NULL)",
+    )?;
+    if C::NAME == "mysql" {
+        conn.batch_execute(
+            "DROP TEMPORARY TABLE IF EXISTS scale_fold; \
+             CREATE TEMPORARY TABLE scale_fold (record_id INT PRIMARY KEY, total BIGINT NOT NULL)",
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the slot rows of every record into both slot tables, and the totals into the plain
+/// one. Returns the sum of all counts and the number of slot rows.
+fn fill<C: Server>(conn: &mut C, writes: &[u64]) -> Result<(i64, i64), BoxError> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(26);
+    let (mut slot_rows, mut plain_rows, mut sum, mut rows) = (Vec::new(), Vec::new(), 0_i64, 0_i64);
+    let flush = |conn: &mut C, slot_rows: &mut Vec<String>, plain_rows: &mut Vec<String>| {
+        if slot_rows.is_empty() {
+            return Ok::<(), BoxError>(());
+        }
+        let values = slot_rows.join(",");
+        for table in ["scale_items_hits_slots", "scale_anchor_hits_slots"] {
+            conn.batch_execute(&format!(
+                "INSERT INTO {table} (record_id, slot, count) VALUES {values}"
+            ))?;
+        }
+        conn.batch_execute(&format!(
+            "INSERT INTO scale_plain (record_id, count) VALUES {}",
+            plain_rows.join(",")
+        ))?;
+        slot_rows.clear();
+        plain_rows.clear();
+        Ok(())
+    };
+    for (index, &n) in writes.iter().enumerate() {
+        let id = index + 1;
+        let mut per_slot = [0_u64; SLOTS as usize];
+        if n >= 64 * u64::from(SLOTS) {
+            // Many writes: each slot gets its share (the random draw's mean).
+            per_slot.iter_mut().for_each(|c| *c = n / u64::from(SLOTS));
+            per_slot[0] += n % u64::from(SLOTS);
+        } else {
+            for _ in 0..n {
+                per_slot[rng.random_range(0..SLOTS as usize)] += 1;
+            }
+        }
+        for (slot, &count) in per_slot.iter().enumerate().filter(|(_, c)| **c > 0) {
+            slot_rows.push(format!("({id},{slot},{count})"));
+            rows += 1;
+        }
+        plain_rows.push(format!("({id},{n})"));
+        sum += n as i64;
+        if slot_rows.len() >= 5_000 {
+            flush(conn, &mut slot_rows, &mut plain_rows)?;
+        }
+    }
+    flush(conn, &mut slot_rows, &mut plain_rows)?;
+    Ok((sum, rows))
+}
+
+struct SizeFigures {
+    records: u32,
+    rows_before: i64,
+    rows_after: i64,
+    bytes: [i64; 4], // slots after the writes, after compaction, after reclaim, after rebuild
+    plain_bytes: i64,
+    reclaim: &'static str,
+    rebuild: &'static str,
+    compact: Duration,
+    hand: Duration,
+    hand_rows_after: i64,
+    total_hot: Duration,
+    totals_1k: Duration,
+    totals_10k: Duration,
+}
+
+fn timed<T>(runs: u32, mut f: impl FnMut() -> Result<T, BoxError>) -> Result<Duration, BoxError> {
+    let started = Instant::now();
+    for _ in 0..runs {
+        f()?;
+    }
+    Ok(started.elapsed() / runs)
+}
+
+fn one_size<C: Server>(conn: &mut C, records: u32) -> Result<SizeFigures, BoxError> {
+    create(conn)?;
+    let writes = writes_per_record(records);
+    let started = Instant::now();
+    let (sum, rows_before) = fill(conn, &writes)?;
+    eprintln!(
+        "{}: {records} records, {rows_before} slot rows, {sum} writes, filled in {:.1?}",
+        C::NAME,
+        started.elapsed()
+    );
+    let int = C::INT;
+    let sum_sql =
+        |table: &str| format!("SELECT CAST(COALESCE(SUM(count), 0) AS {int}) AS n FROM {table}");
+    let rows_sql = |table: &str| format!("SELECT CAST(COUNT(*) AS {int}) AS n FROM {table}");
+    let slots = "scale_items_hits_slots";
+    // The database's own view after a bulk load: statistics fresh, dead space none.
+    let reclaim = conn.reclaim(slots)?;
+    conn.reclaim("scale_anchor_hits_slots")?;
+    conn.reclaim("scale_plain")?;
+    let plain_bytes = conn.bytes("scale_plain")?;
+    let bytes_before = conn.bytes(slots)?;
+
+    // Reads before compaction: the hottest record, 1,000 and 10,000 random ones.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let keys = |n: usize, rng: &mut rand::rngs::StdRng| -> Vec<i32> {
+        (0..n)
+            .map(|_| rng.random_range(1..=records as i32))
+            .collect()
+    };
+    let (k1, k10) = (keys(1_000, &mut rng), keys(10_000, &mut rng));
+    let hot_total = Item::hits_of(1).total(conn)?;
+    assert_eq!(hot_total, writes[0] as i64, "the hottest record's total");
+    let total_hot = timed(200, || Ok(Item::hits_of(1).total(conn)?))?;
+    let totals_1k = timed(5, || Ok(Item::hits_totals(&k1, conn)?))?;
+    let totals_10k = timed(5, || Ok(Item::hits_totals(&k10, conn)?))?;
+
+    // compact_all, then the same fold by hand on the anchor's copy of the rows.
+    let started = Instant::now();
+    let report = scale_items_hits_slots::table.compact_all(MAINTENANCE_BATCH, conn)?;
+    let compact = started.elapsed();
+    let rows_after = conn.number(&rows_sql(slots))?;
+    assert_eq!(
+        conn.number(&sum_sql(slots))?,
+        sum,
+        "compaction kept the sum"
+    );
+    assert_eq!(
+        Item::hits_of(1).total(conn)?,
+        hot_total,
+        "and the hottest total"
+    );
+    assert!(
+        report.records > 0 && rows_after <= i64::from(records),
+        "at most one row per record after compaction"
+    );
+    let started = Instant::now();
+    let batch = MAINTENANCE_BATCH as i64;
+    let mut low = 1;
+    while low <= i64::from(records) {
+        conn.fold_by_hand(low, low + batch - 1)?;
+        low += batch;
+    }
+    let hand = started.elapsed();
+    let hand_rows_after = conn.number(&rows_sql("scale_anchor_hits_slots"))?;
+    assert_eq!(
+        conn.number(&sum_sql("scale_anchor_hits_slots"))?,
+        sum,
+        "the hand fold kept the sum"
+    );
+
+    let bytes_compacted = conn.bytes(slots)?;
+    conn.reclaim(slots)?;
+    let bytes_reclaimed = conn.bytes(slots)?;
+    let rebuild = conn.rebuild(slots)?;
+    let bytes_rebuilt = conn.bytes(slots)?;
+    Ok(SizeFigures {
+        records,
+        rows_before,
+        rows_after,
+        bytes: [
+            bytes_before,
+            bytes_compacted,
+            bytes_reclaimed,
+            bytes_rebuilt,
+        ],
+        plain_bytes,
+        reclaim,
+        rebuild,
+        compact,
+        hand,
+        hand_rows_after,
+        total_hot,
+        totals_1k,
+        totals_10k,
+    })
+}
+
+fn report(backend: &str, figures: &[SizeFigures]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let per = |bytes: i64, records: u32| bytes as f64 / f64::from(records);
+    let _ = writeln!(
+        out,
+        "# scale, {backend}: {SLOTS} slots, Zipf-like writes (4 per record)\n"
+    );
+    let (reclaim, rebuild) = figures.first().map_or(("", ""), |f| (f.reclaim, f.rebuild));
+    let _ = writeln!(out, "## storage, bytes per record (table + indexes)\n");
+    let _ = writeln!(
+        out,
+        "| records | slot rows | written | compacted | + {reclaim} | + {rebuild} | plain table | compacted+{reclaim} / plain | rebuilt / plain |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for f in figures {
+        let [written, compacted, reclaimed, rebuilt] = f.bytes.map(|b| per(b, f.records));
+        let plain = per(f.plain_bytes, f.records);
+        let _ = writeln!(
+            out,
+            "| {} | {} → {} | {written:.1} | {compacted:.1} | {reclaimed:.1} | {rebuilt:.1} | {plain:.1} | {:.2} | {:.2} |",
+            f.records,
+            f.rows_before,
+            f.rows_after,
+            reclaimed / plain,
+            rebuilt / plain
+        );
+    }
+    let _ = writeln!(out, "\n## compaction: slot rows folded per second\n");
+    let _ = writeln!(
+        out,
+        "| records | compact_all | by hand (anchor) | ratio | compact_all, full pass |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|");
+    for f in figures {
+        let folded = (f.rows_before - f.rows_after) as f64;
+        let hand_folded = (f.rows_before - f.hand_rows_after) as f64;
+        let (ours, anchor) = (
+            folded / f.compact.as_secs_f64(),
+            hand_folded / f.hand.as_secs_f64(),
+        );
+        let _ = writeln!(
+            out,
+            "| {} | {ours:.0} | {anchor:.0} | {:.2} | {:.2?} |",
+            f.records,
+            ours / anchor,
+            f.compact
+        );
+    }
+    let _ = writeln!(out, "\n## reads before compaction, µs per call\n");
+    let _ = writeln!(
+        out,
+        "| records | total (hottest) | totals of 1,000 | totals of 10,000 |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|");
+    for f in figures {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.0} | {:.0} |",
+            f.records,
+            f.total_hot.as_secs_f64() * 1e6,
+            f.totals_1k.as_secs_f64() * 1e6,
+            f.totals_10k.as_secs_f64() * 1e6
+        );
+    }
+    out
+}
+
+fn run<C: Server>(mut conn: C, options: &Options) -> Result<(), BoxError> {
+    let mut figures = Vec::new();
+    for &records in &options.sizes {
+        figures.push(one_size(&mut conn, records)?);
+    }
+    for table in TABLES {
+        conn.batch_execute(&format!("DROP TABLE IF EXISTS {table}"))?;
+    }
+    let text = report(C::NAME, &figures);
+    print!("{text}");
+    if let Some(out) = &options.out {
+        let command = format!(
+            "cargo run --release --example scale --features postgres,mysql -- --backend {} --sizes {}",
+            options.backend,
+            options.sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        );
+        std::fs::write(out, format!("{text}\n{command}\n"))?;
+        eprintln!("saved {out}");
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), BoxError> {
+    let options = options()?;
+    match options.backend.as_str() {
+        #[cfg(feature = "postgres")]
+        "postgres" => {
+            let url = std::env::var("PG_DATABASE_URL")?;
+            run(<diesel::PgConnection as diesel::Connection>::establish(&url)?, &options)
+        }
+        #[cfg(feature = "mysql")]
+        "mysql" => {
+            let url = std::env::var("MYSQL_DATABASE_URL")?;
+            run(<diesel::MysqlConnection as diesel::Connection>::establish(&url)?, &options)
+        }
+        other => Err(format!(
+            "unknown or disabled backend `{other}`: postgres (--features postgres), mysql (--features mysql)"
+        )
+        .into()),
+    }
+}
