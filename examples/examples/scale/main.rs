@@ -25,18 +25,22 @@
 //!     cargo run --example scale --features postgres,mysql -- --backend mysql --smoke
 //!
 //! Options: `--sizes 10000,100000,1000000` (the default), `--smoke` (1,000 and 5,000 records,
-//! nothing saved), `--out FILE` (default `docs/bench/scale-<backend>.txt`). Uses
+//! nothing saved), `--out FILE` (default `docs/bench/scale-<backend>.txt`), `--churn SECONDS`
+//! (instead of the sweep: the steady-churn run of `churn.rs` at the first size, 8 writers,
+//! `compact_all` every 30 s, 20 samples; saved as `docs/bench/scale-churn-<backend>.txt`). Uses
 //! `PG_DATABASE_URL` / `MYSQL_DATABASE_URL`, and only the tables it creates there.
 
 use std::time::{Duration, Instant};
 
-use diesel::connection::SimpleConnection;
-use diesel::sql_types::BigInt;
-use diesel::{QueryableByName, RunQueryDsl};
 use rand::{RngExt, SeedableRng};
 use slotted_core::maintenance::MAINTENANCE_BATCH;
-use slotted_core::{CounterConnection, CounterMaintenance, SlottedCounter};
+use slotted_core::{CounterMaintenance, SlottedCounter};
 use slotted_examples::BoxError;
+
+mod churn;
+mod server;
+
+use server::Server;
 
 /// The counter under test.
 #[derive(SlottedCounter)]
@@ -61,26 +65,12 @@ const TABLES: [&str; 3] = [
     "scale_plain",
 ];
 
-#[derive(QueryableByName)]
-struct Number {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
-/// A record's count, as the plain-table anchor reads it.
-#[derive(QueryableByName)]
-#[allow(dead_code)] // read only to load them, as `totals` does
-struct Pair {
-    #[diesel(sql_type = BigInt)]
-    k: i64,
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
 struct Options {
     backend: String,
     sizes: Vec<u32>,
     out: Option<String>,
+    /// `--churn SECONDS`: the steady-churn run at the first size, instead of the size sweep.
+    churn: Option<u64>,
 }
 
 fn options() -> Result<Options, BoxError> {
@@ -88,6 +78,7 @@ fn options() -> Result<Options, BoxError> {
     let mut sizes = vec![10_000, 100_000, 1_000_000];
     let mut out = None;
     let mut smoke = false;
+    let mut churn = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -100,6 +91,9 @@ fn options() -> Result<Options, BoxError> {
             }
             "--out" => out = args.next(),
             "--smoke" => smoke = true,
+            "--churn" => {
+                churn = Some(args.next().ok_or("--churn needs seconds")?.parse()?);
+            }
             other => return Err(format!("unknown argument `{other}`").into()),
         }
     }
@@ -107,127 +101,22 @@ fn options() -> Result<Options, BoxError> {
     if smoke {
         sizes = vec![1_000, 5_000];
     }
+    let name = if churn.is_some() {
+        "scale-churn"
+    } else {
+        "scale"
+    };
     let out = match (smoke, out) {
         (true, _) => None,
         (false, Some(out)) => Some(out),
-        (false, None) => Some(format!("docs/bench/scale-{backend}.txt")),
+        (false, None) => Some(format!("docs/bench/{name}-{backend}.txt")),
     };
     Ok(Options {
         backend,
         sizes,
         out,
+        churn,
     })
-}
-
-/// What one backend needs beyond Diesel: its SQL for sizes, casts and the hand-written fold.
-trait Server: CounterConnection + SimpleConnection + Sized {
-    const NAME: &'static str;
-    /// `SIGNED` on MySQL, `BIGINT` elsewhere.
-    const INT: &'static str;
-    /// The one `BIGINT` column `n` of the one row `sql` returns.
-    fn number(&mut self, sql: &str) -> Result<i64, BoxError>;
-    /// The rows `sql` returns, as `Pair`s: how many.
-    fn pairs(&mut self, sql: &str) -> Result<usize, BoxError>;
-    /// Table and index bytes of `table`, after the database's statistics were refreshed.
-    fn bytes(&mut self, table: &str) -> Result<i64, BoxError>;
-    /// What makes a table's freed space reusable without rebuilding it; its name.
-    fn reclaim(&mut self, table: &str) -> Result<&'static str, BoxError>;
-    /// Rebuilds a table to its minimal size; the command's name.
-    fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError>;
-    /// Folds the anchor's rows of records `low..=high` into one row each, by hand.
-    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError>;
-}
-
-#[cfg(feature = "postgres")]
-impl Server for diesel::PgConnection {
-    const NAME: &'static str = "postgres";
-    const INT: &'static str = "BIGINT";
-
-    fn number(&mut self, sql: &str) -> Result<i64, BoxError> {
-        Ok(diesel::sql_query(sql).get_result::<Number>(self)?.n)
-    }
-
-    fn pairs(&mut self, sql: &str) -> Result<usize, BoxError> {
-        Ok(diesel::sql_query(sql).load::<Pair>(self)?.len())
-    }
-
-    fn bytes(&mut self, table: &str) -> Result<i64, BoxError> {
-        self.batch_execute(&format!("ANALYZE {table}"))?;
-        self.number(&format!("SELECT pg_total_relation_size('{table}') AS n"))
-    }
-
-    fn reclaim(&mut self, table: &str) -> Result<&'static str, BoxError> {
-        self.batch_execute(&format!("VACUUM {table}"))?;
-        Ok("VACUUM")
-    }
-
-    fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError> {
-        self.batch_execute(&format!("VACUUM FULL {table}"))?;
-        Ok("VACUUM FULL")
-    }
-
-    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError> {
-        // One statement per batch: delete the rows and insert their sums.
-        self.batch_execute(&format!(
-            "WITH gone AS (DELETE FROM scale_anchor_hits_slots \
-             WHERE record_id BETWEEN {low} AND {high} RETURNING record_id, count) \
-             INSERT INTO scale_anchor_hits_slots (record_id, slot, count) \
-             SELECT record_id, 0, SUM(count) FROM gone GROUP BY record_id HAVING SUM(count) <> 0"
-        ))?;
-        Ok(())
-    }
-}
-
-#[cfg(feature = "mysql")]
-impl Server for diesel::MysqlConnection {
-    const NAME: &'static str = "mysql";
-    const INT: &'static str = "SIGNED";
-
-    fn number(&mut self, sql: &str) -> Result<i64, BoxError> {
-        Ok(diesel::sql_query(sql).get_result::<Number>(self)?.n)
-    }
-
-    fn pairs(&mut self, sql: &str) -> Result<usize, BoxError> {
-        Ok(diesel::sql_query(sql).load::<Pair>(self)?.len())
-    }
-
-    fn bytes(&mut self, table: &str) -> Result<i64, BoxError> {
-        self.batch_execute(&format!("ANALYZE TABLE {table}"))?;
-        self.number(
-            &format!(
-                "SELECT CAST(data_length + index_length AS SIGNED) AS n FROM information_schema.tables \
-                 WHERE table_schema = DATABASE() AND table_name = '{table}'"
-            ),
-        )
-    }
-
-    fn reclaim(&mut self, _table: &str) -> Result<&'static str, BoxError> {
-        // InnoDB's purge frees deleted rows' space for reuse on its own; nothing to run.
-        Ok("(purge)")
-    }
-
-    fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError> {
-        self.batch_execute(&format!("OPTIMIZE TABLE {table}"))?;
-        Ok("OPTIMIZE TABLE")
-    }
-
-    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError> {
-        // No writable CTE: each record with more than one row keeps its lowest slot's row, set
-        // to the sum, and loses the others; one transaction. (Summing into a temporary table,
-        // deleting the range and inserting the sums was 4x slower at 10^6 records.)
-        self.batch_execute(&format!(
-            "BEGIN; \
-             UPDATE scale_anchor_hits_slots a JOIN (SELECT record_id, MIN(slot) AS slot, \
-             SUM(count) AS total FROM scale_anchor_hits_slots WHERE record_id BETWEEN {low} AND {high} \
-             GROUP BY record_id HAVING COUNT(*) > 1) f ON a.record_id = f.record_id AND a.slot = f.slot \
-             SET a.count = f.total; \
-             DELETE a FROM scale_anchor_hits_slots a JOIN (SELECT record_id, MIN(slot) AS slot \
-             FROM scale_anchor_hits_slots WHERE record_id BETWEEN {low} AND {high} \
-             GROUP BY record_id HAVING COUNT(*) > 1) f ON a.record_id = f.record_id AND a.slot > f.slot; \
-             COMMIT"
-        ))?;
-        Ok(())
-    }
 }
 
 /// Per record: its number of writes (1, plus its Zipf share of `3 × records` more).
@@ -515,19 +404,55 @@ fn report(backend: &str, figures: &[SizeFigures]) -> String {
     out
 }
 
-fn run<C: Server>(mut conn: C, options: &Options) -> Result<(), BoxError> {
-    let mut figures = Vec::new();
-    for &records in &options.sizes {
-        figures.push(one_size(&mut conn, records)?);
-    }
+/// The churn run: the first size filled and compacted, then `churn::run`.
+fn churn_at_size<C: Server + Send>(
+    url: &str,
+    conn: &mut C,
+    records: u32,
+    seconds: u64,
+    smoke: bool,
+) -> Result<String, BoxError> {
+    create(conn)?;
+    let writes = writes_per_record(records);
+    let (sum, _) = fill(conn, &writes)?;
+    scale_items_hits_slots::table.compact_all(MAINTENANCE_BATCH, conn)?;
+    let churn = churn::Churn {
+        records,
+        seconds,
+        writers: 8,
+        compact_every: Duration::from_secs(if smoke { 1 } else { 30 }),
+        samples: if smoke { 2 } else { 20 },
+    };
+    churn::run(url, conn, &churn, &writes, sum)
+}
+
+fn run<C: Server + Send>(url: &str, options: &Options) -> Result<(), BoxError> {
+    let mut conn = C::establish(url)?;
+    let text = if let Some(seconds) = options.churn {
+        let records = options.sizes.first().copied().unwrap_or(100_000);
+        let smoke = options.out.is_none();
+        format!(
+            "# scale, {}: steady churn\n{}",
+            C::NAME,
+            churn_at_size(url, &mut conn, records, seconds, smoke)?
+        )
+    } else {
+        let mut figures = Vec::new();
+        for &records in &options.sizes {
+            figures.push(one_size(&mut conn, records)?);
+        }
+        report(C::NAME, &figures)
+    };
     for table in TABLES {
         conn.batch_execute(&format!("DROP TABLE IF EXISTS {table}"))?;
     }
-    let text = report(C::NAME, &figures);
     print!("{text}");
     if let Some(out) = &options.out {
+        let churn = options
+            .churn
+            .map_or(String::new(), |s| format!(" --churn {s}"));
         let command = format!(
-            "cargo run --release --example scale --features postgres,mysql -- --backend {} --sizes {}",
+            "cargo run --release --example scale --features postgres,mysql -- --backend {} --sizes {}{churn}",
             options.backend,
             options.sizes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
         );
@@ -542,13 +467,11 @@ fn main() -> Result<(), BoxError> {
     match options.backend.as_str() {
         #[cfg(feature = "postgres")]
         "postgres" => {
-            let url = std::env::var("PG_DATABASE_URL")?;
-            run(<diesel::PgConnection as diesel::Connection>::establish(&url)?, &options)
+            run::<diesel::PgConnection>(&std::env::var("PG_DATABASE_URL")?, &options)
         }
         #[cfg(feature = "mysql")]
         "mysql" => {
-            let url = std::env::var("MYSQL_DATABASE_URL")?;
-            run(<diesel::MysqlConnection as diesel::Connection>::establish(&url)?, &options)
+            run::<diesel::MysqlConnection>(&std::env::var("MYSQL_DATABASE_URL")?, &options)
         }
         other => Err(format!(
             "unknown or disabled backend `{other}`: postgres (--features postgres), mysql (--features mysql)"

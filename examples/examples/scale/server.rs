@@ -1,0 +1,165 @@
+//! Each backend's SQL for the scale benchmark: sizes, vacuum and rebuild, the hand-written fold.
+
+use diesel::connection::SimpleConnection;
+use diesel::sql_types::BigInt;
+use diesel::{QueryableByName, RunQueryDsl};
+use slotted_core::CounterConnection;
+use slotted_examples::BoxError;
+
+#[derive(QueryableByName)]
+pub struct Number {
+    #[diesel(sql_type = BigInt)]
+    pub n: i64,
+}
+
+/// A record's count, as the plain-table anchor reads it.
+#[derive(QueryableByName)]
+#[allow(dead_code)] // read only to load them, as `totals` does
+pub struct Pair {
+    #[diesel(sql_type = BigInt)]
+    k: i64,
+    #[diesel(sql_type = BigInt)]
+    pub n: i64,
+}
+
+/// What one backend needs beyond Diesel: its SQL for sizes, casts and the hand-written fold.
+pub trait Server: CounterConnection + SimpleConnection + Sized {
+    const NAME: &'static str;
+    /// `SIGNED` on MySQL, `BIGINT` elsewhere.
+    const INT: &'static str;
+    /// The one `BIGINT` column `n` of the one row `sql` returns.
+    fn number(&mut self, sql: &str) -> Result<i64, BoxError>;
+    /// The rows `sql` returns, as `Pair`s: how many.
+    fn pairs(&mut self, sql: &str) -> Result<usize, BoxError>;
+    /// Table and index bytes of `table`, after the database's statistics were refreshed.
+    fn bytes(&mut self, table: &str) -> Result<i64, BoxError>;
+    /// The dead rows the table leaves behind and the runs that clean them, as the server counts
+    /// them (PostgreSQL: `n_dead_tup` and autovacuum runs of the table; MariaDB: InnoDB's history
+    /// list length, server-wide, and 0).
+    fn dead(&mut self, table: &str) -> Result<(i64, i64), BoxError>;
+    /// The names of `dead`'s two figures, for the report.
+    const DEAD_COLUMNS: (&'static str, &'static str);
+    /// What makes a table's freed space reusable without rebuilding it; its name.
+    fn reclaim(&mut self, table: &str) -> Result<&'static str, BoxError>;
+    /// Rebuilds a table to its minimal size; the command's name.
+    fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError>;
+    /// Folds the anchor's rows of records `low..=high` into one row each, by hand.
+    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError>;
+}
+
+#[cfg(feature = "postgres")]
+impl Server for diesel::PgConnection {
+    const NAME: &'static str = "postgres";
+    const INT: &'static str = "BIGINT";
+
+    fn number(&mut self, sql: &str) -> Result<i64, BoxError> {
+        Ok(diesel::sql_query(sql).get_result::<Number>(self)?.n)
+    }
+
+    fn pairs(&mut self, sql: &str) -> Result<usize, BoxError> {
+        Ok(diesel::sql_query(sql).load::<Pair>(self)?.len())
+    }
+
+    fn bytes(&mut self, table: &str) -> Result<i64, BoxError> {
+        self.batch_execute(&format!("ANALYZE {table}"))?;
+        self.number(&format!("SELECT pg_total_relation_size('{table}') AS n"))
+    }
+
+    const DEAD_COLUMNS: (&'static str, &'static str) = ("dead tuples", "autovacuum runs");
+
+    fn dead(&mut self, table: &str) -> Result<(i64, i64), BoxError> {
+        let sql = |column: &str| {
+            format!(
+                "SELECT CAST(COALESCE(MAX({column}), 0) AS BIGINT) AS n FROM pg_stat_user_tables \
+                 WHERE relname = '{table}'"
+            )
+        };
+        Ok((
+            self.number(&sql("n_dead_tup"))?,
+            self.number(&sql("autovacuum_count"))?,
+        ))
+    }
+
+    fn reclaim(&mut self, table: &str) -> Result<&'static str, BoxError> {
+        self.batch_execute(&format!("VACUUM {table}"))?;
+        Ok("VACUUM")
+    }
+
+    fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError> {
+        self.batch_execute(&format!("VACUUM FULL {table}"))?;
+        Ok("VACUUM FULL")
+    }
+
+    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError> {
+        // One statement per batch: delete the rows and insert their sums.
+        self.batch_execute(&format!(
+            "WITH gone AS (DELETE FROM scale_anchor_hits_slots \
+             WHERE record_id BETWEEN {low} AND {high} RETURNING record_id, count) \
+             INSERT INTO scale_anchor_hits_slots (record_id, slot, count) \
+             SELECT record_id, 0, SUM(count) FROM gone GROUP BY record_id HAVING SUM(count) <> 0"
+        ))?;
+        Ok(())
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl Server for diesel::MysqlConnection {
+    const NAME: &'static str = "mysql";
+    const INT: &'static str = "SIGNED";
+
+    fn number(&mut self, sql: &str) -> Result<i64, BoxError> {
+        Ok(diesel::sql_query(sql).get_result::<Number>(self)?.n)
+    }
+
+    fn pairs(&mut self, sql: &str) -> Result<usize, BoxError> {
+        Ok(diesel::sql_query(sql).load::<Pair>(self)?.len())
+    }
+
+    fn bytes(&mut self, table: &str) -> Result<i64, BoxError> {
+        self.batch_execute(&format!("ANALYZE TABLE {table}"))?;
+        self.number(
+            &format!(
+                "SELECT CAST(data_length + index_length AS SIGNED) AS n FROM information_schema.tables \
+                 WHERE table_schema = DATABASE() AND table_name = '{table}'"
+            ),
+        )
+    }
+
+    const DEAD_COLUMNS: (&'static str, &'static str) = ("history list length", "-");
+
+    fn dead(&mut self, _table: &str) -> Result<(i64, i64), BoxError> {
+        let length = self.number(
+            "SELECT CAST(COALESCE(MAX(count), -1) AS SIGNED) AS n FROM information_schema.innodb_metrics \
+             WHERE name = 'trx_rseg_history_len'",
+        )?;
+        Ok((length, 0))
+    }
+
+    fn reclaim(&mut self, _table: &str) -> Result<&'static str, BoxError> {
+        // InnoDB's purge frees deleted rows' space for reuse on its own; nothing to run.
+        Ok("(purge)")
+    }
+
+    fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError> {
+        self.batch_execute(&format!("OPTIMIZE TABLE {table}"))?;
+        Ok("OPTIMIZE TABLE")
+    }
+
+    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError> {
+        // No writable CTE: each record with more than one row keeps its lowest slot's row, set
+        // to the sum, and loses the others; one transaction. (Summing into a temporary table,
+        // deleting the range and inserting the sums was 4x slower at 10^6 records.)
+        self.batch_execute(&format!(
+            "BEGIN; \
+             UPDATE scale_anchor_hits_slots a JOIN (SELECT record_id, MIN(slot) AS slot, \
+             SUM(count) AS total FROM scale_anchor_hits_slots WHERE record_id BETWEEN {low} AND {high} \
+             GROUP BY record_id HAVING COUNT(*) > 1) f ON a.record_id = f.record_id AND a.slot = f.slot \
+             SET a.count = f.total; \
+             DELETE a FROM scale_anchor_hits_slots a JOIN (SELECT record_id, MIN(slot) AS slot \
+             FROM scale_anchor_hits_slots WHERE record_id BETWEEN {low} AND {high} \
+             GROUP BY record_id HAVING COUNT(*) > 1) f ON a.record_id = f.record_id AND a.slot > f.slot; \
+             COMMIT"
+        ))?;
+        Ok(())
+    }
+}
