@@ -20,6 +20,9 @@ pub struct Churn {
     pub writers: usize,
     /// The pause between two `compact_all` passes.
     pub compact_every: Duration,
+    /// Whether each pass is followed by `Server::reclaim` (PostgreSQL: `VACUUM` of the slot
+    /// table), as autovacuum would do on a server where it is on.
+    pub vacuum: bool,
     pub samples: u32,
 }
 
@@ -77,6 +80,9 @@ pub fn run<C: Server + Send>(
             while !stop_ref.load(Ordering::Relaxed) {
                 if Instant::now() >= next {
                     scale_items_hits_slots::table.compact_all(MAINTENANCE_BATCH, &mut conn)?;
+                    if churn.vacuum {
+                        conn.reclaim(table)?;
+                    }
                     passes_ref.fetch_add(1, Ordering::Relaxed);
                     next = Instant::now() + churn.compact_every;
                 }
@@ -130,8 +136,12 @@ fn report<C: Server>(churn: &Churn, samples: &[Sample], writes: i64) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\n## steady churn: {} records, {} writers, `compact_all` every {:?}, {} s\n",
-        churn.records, churn.writers, churn.compact_every, churn.seconds
+        "\n## steady churn: {} records, {} writers, `compact_all`{} every {:?}, {} s\n",
+        churn.records,
+        churn.writers,
+        if churn.vacuum { " and `VACUUM`" } else { "" },
+        churn.compact_every,
+        churn.seconds
     );
     let (dead, runs) = C::DEAD_COLUMNS;
     let _ = writeln!(

@@ -27,7 +27,9 @@
 //! Options: `--sizes 10000,100000,1000000` (the default), `--smoke` (1,000 and 5,000 records,
 //! nothing saved), `--out FILE` (default `docs/bench/scale-<backend>.txt`), `--churn SECONDS`
 //! (instead of the sweep: the steady-churn run of `churn.rs` at the first size, 8 writers,
-//! `compact_all` every 30 s, 20 samples; saved as `docs/bench/scale-churn-<backend>.txt`). Uses
+//! `compact_all` every 30 s, 20 samples; saved as `docs/bench/scale-churn-<backend>.txt`), and
+//! with it `--vacuum` (`VACUUM` the slot table after each pass, as autovacuum would on a
+//! PostgreSQL server where it is on; `docs/bench/scale-churn-vacuum-<backend>.txt`). Uses
 //! `PG_DATABASE_URL` / `MYSQL_DATABASE_URL`, and only the tables it creates there.
 
 use std::time::{Duration, Instant};
@@ -71,6 +73,8 @@ struct Options {
     out: Option<String>,
     /// `--churn SECONDS`: the steady-churn run at the first size, instead of the size sweep.
     churn: Option<u64>,
+    /// `--vacuum`: in the churn run, `VACUUM` the slot table after each compaction pass.
+    vacuum: bool,
 }
 
 fn options() -> Result<Options, BoxError> {
@@ -79,6 +83,7 @@ fn options() -> Result<Options, BoxError> {
     let mut out = None;
     let mut smoke = false;
     let mut churn = None;
+    let mut vacuum = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -91,6 +96,7 @@ fn options() -> Result<Options, BoxError> {
             }
             "--out" => out = args.next(),
             "--smoke" => smoke = true,
+            "--vacuum" => vacuum = true,
             "--churn" => {
                 churn = Some(args.next().ok_or("--churn needs seconds")?.parse()?);
             }
@@ -101,10 +107,10 @@ fn options() -> Result<Options, BoxError> {
     if smoke {
         sizes = vec![1_000, 5_000];
     }
-    let name = if churn.is_some() {
-        "scale-churn"
-    } else {
-        "scale"
+    let name = match (churn.is_some(), vacuum) {
+        (false, _) => "scale",
+        (true, false) => "scale-churn",
+        (true, true) => "scale-churn-vacuum",
     };
     let out = match (smoke, out) {
         (true, _) => None,
@@ -116,6 +122,7 @@ fn options() -> Result<Options, BoxError> {
         sizes,
         out,
         churn,
+        vacuum,
     })
 }
 
@@ -411,6 +418,7 @@ fn churn_at_size<C: Server + Send>(
     records: u32,
     seconds: u64,
     smoke: bool,
+    vacuum: bool,
 ) -> Result<String, BoxError> {
     create(conn)?;
     let writes = writes_per_record(records);
@@ -421,6 +429,7 @@ fn churn_at_size<C: Server + Send>(
         seconds,
         writers: 8,
         compact_every: Duration::from_secs(if smoke { 1 } else { 30 }),
+        vacuum,
         samples: if smoke { 2 } else { 20 },
     };
     churn::run(url, conn, &churn, &writes, sum)
@@ -434,7 +443,7 @@ fn run<C: Server + Send>(url: &str, options: &Options) -> Result<(), BoxError> {
         format!(
             "# scale, {}: steady churn\n{}",
             C::NAME,
-            churn_at_size(url, &mut conn, records, seconds, smoke)?
+            churn_at_size(url, &mut conn, records, seconds, smoke, options.vacuum)?
         )
     } else {
         let mut figures = Vec::new();
@@ -448,9 +457,10 @@ fn run<C: Server + Send>(url: &str, options: &Options) -> Result<(), BoxError> {
     }
     print!("{text}");
     if let Some(out) = &options.out {
+        let vacuum = if options.vacuum { " --vacuum" } else { "" };
         let churn = options
             .churn
-            .map_or(String::new(), |s| format!(" --churn {s}"));
+            .map_or(String::new(), |s| format!(" --churn {s}{vacuum}"));
         let command = format!(
             "cargo run --release --example scale --features postgres,mysql -- --backend {} --sizes {}{churn}",
             options.backend,
