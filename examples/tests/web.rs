@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use diesel::connection::SimpleConnection;
 use reqwest::StatusCode;
 use slotted_examples::web::{self, Database, ErrorBody, Likes};
-use slotted_tests::asynch::AsyncTestConnection;
+use slotted_tests::asynch::{block_on as run, AsyncTestConnection};
 use slotted_tests::TestConnection;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -46,16 +46,6 @@ on_each_backend!(
     graceful_shutdown_answers_requests_in_flight,
     a_storm_of_clients_cut_off_leaves_every_answer_right,
 );
-
-/// On a 2-worker runtime, as the async tests run.
-fn run(test: impl std::future::Future<Output = ()>) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-        .block_on(test)
-}
 
 /// The service on an ephemeral loopback port, as `axum_likes` serves it.
 struct Server {

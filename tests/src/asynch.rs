@@ -169,6 +169,16 @@ pub async fn migrated<A: AsyncTestConnection>(test: &str) -> Option<(crate::Test
     Some((db, conn))
 }
 
+/// Runs `test` to its end on a fresh 2-worker tokio runtime: every async test's runtime.
+pub fn block_on<F: std::future::Future>(test: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(test)
+}
+
 /// Runs each named test `async fn name<A: AsyncTestConnection>(test: &str)` once per enabled
 /// backend on a 2-worker tokio runtime, as `sqlite::name`, `postgres::name`, `mysql::name`;
 /// `servers:` lists tests for PostgreSQL and MySQL only.
@@ -192,12 +202,7 @@ macro_rules! async_backend_tests {
         $(
             #[test]
             fn $name() {
-                ::tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("a tokio runtime")
-                    .block_on(super::$name::<$conn>(stringify!($name)))
+                $crate::asynch::block_on(super::$name::<$conn>(stringify!($name)))
             }
         )*
     };

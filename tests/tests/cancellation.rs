@@ -11,7 +11,7 @@ use diesel::sql_types::{BigInt, Double};
 use diesel_async::pooled_connection::PoolableConnection;
 use diesel_async::{AsyncConnection as _, RunQueryDsl};
 use slotted_core::CancelGuard;
-use slotted_tests::asynch::{migrated, AsyncTestConnection};
+use slotted_tests::asynch::{block_on as run, migrated, AsyncTestConnection};
 use slotted_tests::models::Post;
 use slotted_tests::TestConnection;
 
@@ -19,16 +19,6 @@ use slotted_tests::TestConnection;
 struct Row {
     #[diesel(sql_type = BigInt)]
     n: i64,
-}
-
-/// On a 2-worker runtime, as the other async tests run.
-fn run(test: impl std::future::Future<Output = ()>) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-        .block_on(test)
 }
 
 /// `SELECT n` (bound) after sleeping `seconds` (bound) on the server.

@@ -42,18 +42,10 @@ macro_rules! storm_tests {
                 check::<$conn>(&db.url, &tally);
             }
 
-            fn runtime() -> tokio::runtime::Runtime {
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("a tokio runtime")
-            }
-
             #[test]
             fn cut_off_reads_beside_increments_never_give_a_false_overflow_bb8() {
                 run("rows_affected_bb8", |url| {
-                    runtime().block_on(async {
+                    slotted_tests::asynch::block_on(async {
                         let pool = bb8::Pool::builder()
                             .max_size(4)
                             .build(manager::<$conn>(url))
@@ -71,7 +63,7 @@ macro_rules! storm_tests {
             #[test]
             fn cut_off_reads_beside_increments_never_give_a_false_overflow_deadpool() {
                 run("rows_affected_deadpool", |url| {
-                    runtime().block_on(async {
+                    slotted_tests::asynch::block_on(async {
                         let pool = deadpool::Pool::builder(manager::<$conn>(url))
                             .max_size(4)
                             .build()
