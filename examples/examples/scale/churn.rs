@@ -97,11 +97,10 @@ pub fn run<C: Server + Send>(
                 if let Some(wait) = due.checked_sub(started.elapsed()) {
                     std::thread::sleep(wait);
                 }
-                let rows_sql = format!("SELECT CAST(COUNT(*) AS {}) AS n FROM {table}", C::INT);
                 samples.push(Sample {
                     at: started.elapsed(),
                     writes: written.load(Ordering::Relaxed),
-                    slot_rows: conn.number(&rows_sql)?,
+                    slot_rows: conn.rows(table)?,
                     bytes: conn.bytes(table)?,
                     dead: conn.dead(table)?,
                     passes: passes.load(Ordering::Relaxed),
@@ -117,11 +116,7 @@ pub fn run<C: Server + Send>(
     });
     result?;
     let writes_done = written.load(Ordering::Relaxed) as i64;
-    let sum_sql = format!(
-        "SELECT CAST(COALESCE(SUM(count), 0) AS {}) AS n FROM {table}",
-        C::INT
-    );
-    let sum_after = conn.number(&sum_sql)?;
+    let sum_after = conn.sum(table)?;
     if sum_after != sum_before + writes_done {
         return Err(format!(
             "the counts add up to {sum_after}, not {sum_before} + {writes_done} acknowledged writes"

@@ -237,9 +237,6 @@ fn one_size<C: Server>(conn: &mut C, records: u32) -> Result<SizeFigures, BoxErr
         started.elapsed()
     );
     let int = C::INT;
-    let sum_sql =
-        |table: &str| format!("SELECT CAST(COALESCE(SUM(count), 0) AS {int}) AS n FROM {table}");
-    let rows_sql = |table: &str| format!("SELECT CAST(COUNT(*) AS {int}) AS n FROM {table}");
     let slots = "scale_items_hits_slots";
     // The database's own view after a bulk load: statistics fresh, dead space none.
     let reclaim = conn.reclaim(slots)?;
@@ -279,12 +276,8 @@ fn one_size<C: Server>(conn: &mut C, records: u32) -> Result<SizeFigures, BoxErr
     let started = Instant::now();
     let report = scale_items_hits_slots::table.compact_all(MAINTENANCE_BATCH, conn)?;
     let compact = started.elapsed();
-    let rows_after = conn.number(&rows_sql(slots))?;
-    assert_eq!(
-        conn.number(&sum_sql(slots))?,
-        sum,
-        "compaction kept the sum"
-    );
+    let rows_after = conn.rows(slots)?;
+    assert_eq!(conn.sum(slots)?, sum, "compaction kept the sum");
     assert_eq!(
         Item::hits_of(1).total(conn)?,
         hot_total,
@@ -302,9 +295,9 @@ fn one_size<C: Server>(conn: &mut C, records: u32) -> Result<SizeFigures, BoxErr
         low += batch;
     }
     let hand = started.elapsed();
-    let hand_rows_after = conn.number(&rows_sql("scale_anchor_hits_slots"))?;
+    let hand_rows_after = conn.rows("scale_anchor_hits_slots")?;
     assert_eq!(
-        conn.number(&sum_sql("scale_anchor_hits_slots"))?,
+        conn.sum("scale_anchor_hits_slots")?,
         sum,
         "the hand fold kept the sum"
     );

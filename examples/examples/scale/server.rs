@@ -29,6 +29,20 @@ pub trait Server: CounterConnection + SimpleConnection + Sized {
     const INT: &'static str;
     /// The one `BIGINT` column `n` of the one row `sql` returns.
     fn number(&mut self, sql: &str) -> Result<i64, BoxError>;
+    /// The rows of `table`.
+    fn rows(&mut self, table: &str) -> Result<i64, BoxError> {
+        self.number(&format!(
+            "SELECT CAST(COUNT(*) AS {}) AS n FROM {table}",
+            Self::INT
+        ))
+    }
+    /// The sum of `table`'s `count` column: every count a slot table holds.
+    fn sum(&mut self, table: &str) -> Result<i64, BoxError> {
+        self.number(&format!(
+            "SELECT CAST(COALESCE(SUM(count), 0) AS {}) AS n FROM {table}",
+            Self::INT
+        ))
+    }
     /// The rows `sql` returns, as `Pair`s: how many.
     fn pairs(&mut self, sql: &str) -> Result<usize, BoxError>;
     /// Table and index bytes of `table`, after the database's statistics were refreshed.
