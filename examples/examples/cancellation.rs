@@ -303,27 +303,10 @@ where
                             let likes = post.likes();
                             let work = async {
                                 let total = if pool_name.starts_with("bb8") {
-                                    let conn = A::bb8_get(&bb8).await;
-                                    if guard {
-                                        let mut conn = slotted_core::CancelGuard::new(conn);
-                                        conn.run(|c| likes.increment_async(c)).await?;
-                                        conn.run(|c| likes.total_async(c)).await?
-                                    } else {
-                                        let mut conn = conn;
-                                        likes.increment_async(&mut conn).await?;
-                                        likes.total_async(&mut conn).await?
-                                    }
+                                    like_and_total(A::bb8_get(&bb8).await, guard, &likes).await?
                                 } else {
-                                    let conn = A::deadpool_get(&deadpool).await;
-                                    if guard {
-                                        let mut conn = slotted_core::CancelGuard::new(conn);
-                                        conn.run(|c| likes.increment_async(c)).await?;
-                                        conn.run(|c| likes.total_async(c)).await?
-                                    } else {
-                                        let mut conn = conn;
-                                        likes.increment_async(&mut conn).await?;
-                                        likes.total_async(&mut conn).await?
-                                    }
+                                    like_and_total(A::deadpool_get(&deadpool).await, guard, &likes)
+                                        .await?
                                 };
                                 Ok::<_, slotted_core::Error>(total)
                             };
@@ -386,4 +369,22 @@ fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// A like and the post's total on `conn`, a connection of either pool, through a `CancelGuard`
+/// or not.
+async fn like_and_total<P: slotted_core::PooledAsyncConnection>(
+    conn: P,
+    guard: bool,
+    likes: &slotted_core::Counter<'_, web::posts_likes_slots::table>,
+) -> Result<i64, slotted_core::Error> {
+    if guard {
+        let mut conn = slotted_core::CancelGuard::new(conn);
+        conn.run(|c| likes.increment_async(c)).await?;
+        conn.run(|c| likes.total_async(c)).await
+    } else {
+        let mut conn = conn;
+        likes.increment_async(&mut conn).await?;
+        likes.total_async(&mut conn).await
+    }
 }
