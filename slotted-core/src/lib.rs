@@ -48,6 +48,7 @@ mod handle;
 mod key;
 pub mod maintenance;
 pub mod migration;
+pub mod pooling;
 pub mod prelude;
 mod reports;
 pub mod retry;

@@ -8,6 +8,7 @@
 //! | PostgreSQL | `40001` serialization failure | `DatabaseErrorKind::SerializationFailure` |
 //! | PostgreSQL | `40P01` deadlock detected | `Unknown`, message "deadlock detected" |
 //! | PostgreSQL | `55P03` lock timeout (`lock_timeout`) | `Unknown`, message "canceling statement due to lock timeout" |
+//! | PostgreSQL behind a transaction pooler | `42P05` / `26000`: a prepared statement's name clashed with another client's, or its prepare ran on another server session (nothing of it ran) | `Unknown`, message "prepared statement … already exists" / "… does not exist" |
 //! | MySQL, MariaDB | `1213` deadlock | `DatabaseErrorKind::SerializationFailure` |
 //! | MariaDB Galera | `1213` certification conflict (lost to a transaction committed on another node) | a statement: `SerializationFailure`; `COMMIT`: `Unknown`, message "Deadlock found" |
 //! | MySQL, MariaDB | `1205` lock wait timeout | `Unknown`, message "Lock wait timeout exceeded" |
@@ -105,6 +106,9 @@ impl Retryable for DieselError {
                 ]
                 .iter()
                 .any(|m| message.contains(m))
+                    || (message.starts_with("prepared statement")
+                        && (message.ends_with("already exists")
+                            || message.ends_with("does not exist")))
             }
             _ => false,
         }

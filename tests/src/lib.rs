@@ -259,6 +259,17 @@ pub fn cluster_databases(test: &str) -> Option<Vec<String>> {
     Some(urls.iter().map(|url| with_database(url, &name)).collect())
 }
 
+/// `direct`'s database through the transaction-mode pooler at `SLOTTED_PGBOUNCER_URL`
+/// (`scripts/pgbouncer url`), or `None` (skip) with a message; with
+/// `SLOTTED_REQUIRE_ALL_BACKENDS=1` a missing variable fails the test.
+#[cfg(feature = "postgres")]
+pub fn through_pooler(direct: &str, test: &str) -> Option<String> {
+    let pooler = server_url("SLOTTED_PGBOUNCER_URL", test)?;
+    let path = direct.split_once('?').map_or(direct, |(p, _)| p);
+    let database = &path[path.rfind('/').expect("a database URL") + 1..];
+    Some(with_database(&pooler, database))
+}
+
 /// `url` with its database name replaced.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 fn with_database(url: &str, database: &str) -> String {

@@ -42,6 +42,22 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
         &'a mut self,
         statement: S,
     ) -> BoxFuture<'a, QueryResult<usize>> {
+        if self.needs_own_transaction() {
+            let conn = &mut *self.0;
+            return Box::pin(async move {
+                let mut attempt = 0;
+                loop {
+                    C::TransactionManager::begin_transaction(conn).await?;
+                    let result = Run(&statement).execute(conn).await;
+                    match end_own_transaction(conn, result).await {
+                        Err(e) if is_statement_name_clash(&e) && attempt < NAME_CLASH_RETRIES => {
+                            attempt += 1;
+                        }
+                        done => return done,
+                    }
+                }
+            });
+        }
         Box::pin(Run(statement).execute(self.0))
     }
 
@@ -50,6 +66,22 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
         S: Statement<Self::Backend> + 'a,
         U: QueryableByName<Self::Backend> + Send + 'static,
     {
+        if self.needs_own_transaction() {
+            let conn = &mut *self.0;
+            return Box::pin(async move {
+                let mut attempt = 0;
+                loop {
+                    C::TransactionManager::begin_transaction(conn).await?;
+                    let result = Run(&statement).load::<U>(conn).await;
+                    match end_own_transaction(conn, result).await {
+                        Err(e) if is_statement_name_clash(&e) && attempt < NAME_CLASH_RETRIES => {
+                            attempt += 1;
+                        }
+                        done => return done,
+                    }
+                }
+            });
+        }
         Box::pin(Run(statement).load::<U>(self.0))
     }
 
@@ -78,5 +110,50 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
 
     fn mark_broken(&mut self) {
         C::TransactionManager::transaction_manager_status_mut(self.0).set_in_error();
+    }
+}
+
+impl<C: AsyncCounterConnection> AsyncExec<'_, C> {
+    /// Behind a transaction-mode pooler, diesel-async prepares each statement under a name in
+    /// one round trip and runs it in the next; outside a transaction the pooler may send the two
+    /// to different server sessions. Inside one, both (and the statement's close, which
+    /// tokio-postgres sends as the statement is dropped, before `COMMIT`) reach the same session.
+    fn needs_own_transaction(&mut self) -> bool {
+        super::unnamed_statements::<C::Backend>() && !self.in_transaction()
+    }
+}
+
+/// Times a statement that [`AsyncExec`] runs in a transaction of its own is run again after its
+/// prepare clashed with a statement another client left on the pooler's server session.
+const NAME_CLASH_RETRIES: u32 = 3;
+
+/// Whether `e` says the statement's name clashed with one that another client of the pooler left
+/// on the server session (`prepared statement "s12" already exists`, PostgreSQL's `42P05`): the
+/// prepare failed, so nothing of the statement ran, and tokio-postgres names the next prepare
+/// afresh. (Left there by a client that prepared a named statement outside a transaction, as
+/// diesel-async does for every statement.)
+fn is_statement_name_clash(e: &diesel::result::Error) -> bool {
+    matches!(e, diesel::result::Error::DatabaseError(_, info)
+        if info.message().starts_with("prepared statement") && info.message().ends_with("already exists"))
+}
+
+/// Ends the transaction [`AsyncExec`] opened around one statement: `COMMIT` after it
+/// succeeded, `ROLLBACK` after it failed (its error is the one returned). Cut off midway, the
+/// connection is left in the transaction, which every pool sees as broken (diesel-async's
+/// `is_broken`), as for a transaction of the caller's.
+async fn end_own_transaction<C: AsyncCounterConnection, T>(
+    conn: &mut C,
+    result: QueryResult<T>,
+) -> QueryResult<T> {
+    match result {
+        Ok(value) => C::TransactionManager::commit_transaction(conn)
+            .await
+            .map(|()| value),
+        Err(e) => {
+            // The statement's error is the one that matters; a failed rollback leaves the
+            // transaction manager in error, which pools see.
+            let _ = C::TransactionManager::rollback_transaction(conn).await;
+            Err(e)
+        }
     }
 }

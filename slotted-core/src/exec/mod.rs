@@ -29,8 +29,11 @@ use crate::sql::{
 };
 
 /// A statement value any face can run.
-pub(crate) trait Statement<DB: CounterBackend>: QueryFragment<DB> + QueryId + Send {}
-impl<DB: CounterBackend, S: QueryFragment<DB> + QueryId + Send> Statement<DB> for S {}
+pub(crate) trait Statement<DB: CounterBackend>:
+    QueryFragment<DB> + QueryId + Send + Sync
+{
+}
+impl<DB: CounterBackend, S: QueryFragment<DB> + QueryId + Send + Sync> Statement<DB> for S {}
 
 /// Runs statements and transactions on one connection.
 ///
@@ -113,9 +116,19 @@ where
 pub(crate) struct Run<S>(pub S);
 
 impl<DB: CounterBackend, S: QueryFragment<DB>> QueryFragment<DB> for Run<S> {
-    fn walk_ast<'b>(&'b self, pass: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+    fn walk_ast<'b>(&'b self, mut pass: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        if unnamed_statements::<DB>() {
+            pass.unsafe_to_cache_prepared();
+        }
         self.0.walk_ast(pass)
     }
+}
+
+/// Whether slotted's statements must be unnamed (never kept in a connection's statement cache):
+/// on PostgreSQL behind a transaction-mode pooler ([`crate::pooling`]).
+pub(crate) fn unnamed_statements<DB: CounterBackend>() -> bool {
+    DB::DIALECT == crate::dialect::Dialect::Postgres
+        && crate::pooling::get() == crate::pooling::Pooling::Transaction
 }
 
 impl<S: QueryId> QueryId for Run<S> {
