@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use diesel::connection::{CacheSize, Connection};
+use diesel::connection::{CacheSize, Connection, SimpleConnection};
 use diesel::PgConnection;
 use diesel_async::pooled_connection::{bb8, deadpool, AsyncDieselConnectionManager};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
@@ -463,5 +463,216 @@ fn upstream_diesel_async_statements_outside_a_transaction_fail_behind_the_pooler
         "no statement of diesel-async's failed behind the pooler in {} tries: has upstream fixed \
          it? failures: {failures:?}",
         WRITERS * 50
+    );
+}
+
+/// The interleaving a cut-off can leave: an async call outside a transaction, in the transaction
+/// slotted opens for it under `Pooling::Transaction`, is cut off after `BEGIN` while its upsert
+/// waits on a lock. The server then runs the upsert inside that transaction, which stays open.
+/// A later call on the same (unpooled) connection must fail, not count inside the stale
+/// transaction and report success for a write that is never committed.
+#[test]
+fn a_cut_off_own_transaction_leaves_the_connection_refusing_calls() {
+    let test = "pooler_cut_own_transaction";
+    let Some((db, _url)) = set_up(test) else {
+        return;
+    };
+    let mut blocker = PgConnection::open(&db.url);
+    slotted_tests::asynch::block_on(async {
+        let mut raw = AsyncPgConnection::establish(&db.url)
+            .await
+            .expect("a direct async connection");
+        blocker
+            .batch_execute("BEGIN; LOCK TABLE posts_likes_slots IN EXCLUSIVE MODE")
+            .expect("lock the slot table");
+        let cut = tokio::time::timeout(
+            Duration::from_millis(300),
+            Post::likes_of(1).increment_async(&mut raw),
+        )
+        .await;
+        assert!(cut.is_err(), "the increment waits on the lock: {cut:?}");
+        blocker.batch_execute("COMMIT").expect("release the lock");
+        // The server now runs the cut-off upsert inside the transaction left open.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let after = Post::likes_of(1).increment_async(&mut raw).await;
+        let error = after.expect_err("a call on a connection whose own transaction was cut off");
+        assert!(
+            error.to_string().contains("transaction manager"),
+            "the error says why: {error}"
+        );
+        assert_eq!(
+            Post::likes_of(1).total(&mut blocker).unwrap(),
+            0,
+            "nothing committed while the connection is open"
+        );
+        drop(raw);
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while blocker.query_i64(
+        "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
+         AND pid <> pg_backend_pid()",
+    ) > 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session never ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        Post::likes_of(1).total(&mut blocker).unwrap(),
+        0,
+        "the cut-off increment was rolled back with its session"
+    );
+}
+
+/// Calls through the pooler cut off at random points (0–20 ms), on deadpool connections run
+/// through `CancelGuard`, 8 tasks at once: every total lies within acknowledged ≤ total ≤
+/// acknowledged + cut off, no session is left inside a transaction, and the pool then counts
+/// exactly.
+#[test]
+fn cut_offs_through_the_pooler_leave_nothing_half_done() {
+    let test = "pooler_cut_offs";
+    let Some((db, url)) = set_up(test) else {
+        return;
+    };
+    let mut observer = PgConnection::open(&db.url);
+    let (acked, cut, errors) = slotted_tests::asynch::block_on(async {
+        let pool = deadpool::Pool::builder(manager(&url))
+            .max_size(8)
+            .build()
+            .expect("a deadpool pool");
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..8_u64 {
+            let pool = pool.clone();
+            tasks.spawn(async move {
+                let mut dice = slotted_tests::Dice(0x9e37_79b9_7f4a_7c15 ^ (t + 1));
+                let (mut acked, mut cut, mut errors) = (0_i64, 0_i64, Vec::new());
+                for _ in 0..60 {
+                    let limit = Duration::from_micros(dice.below(20_000));
+                    let mut conn =
+                        slotted_core::CancelGuard::new(pool.get().await.expect("a connection"));
+                    let likes = Post::likes_of(1);
+                    match tokio::time::timeout(limit, conn.run(|c| likes.increment_async(c))).await
+                    {
+                        Ok(Ok(())) => acked += 1,
+                        Ok(Err(e)) => errors.push(e.to_string()),
+                        Err(_) => cut += 1,
+                    }
+                }
+                (acked, cut, errors)
+            });
+        }
+        let (mut acked, mut cut, mut errors) = (0, 0, Vec::new());
+        while let Some(task) = tasks.join_next().await {
+            let (a, c, e) = task.expect("a task");
+            (acked, cut) = (acked + a, cut + c);
+            errors.extend(e);
+        }
+        // The pool afterwards: 100 calls, none cut off, every one counted.
+        let before = Post::likes_of(1).total(&mut observer).unwrap();
+        for _ in 0..100 {
+            let mut conn = slotted_core::CancelGuard::new(pool.get().await.expect("a connection"));
+            let likes = Post::likes_of(1);
+            conn.run(|c| likes.increment_async(c))
+                .await
+                .expect("an increment after the storm");
+        }
+        assert_eq!(
+            Post::likes_of(1).total(&mut observer).unwrap(),
+            before + 100,
+            "the pool counts exactly after the storm"
+        );
+        (acked + 100, cut, errors)
+    });
+    eprintln!("{test}: {acked} acknowledged, {cut} cut off, errors: {errors:?}");
+    assert!(cut > 0, "no call was cut off: the storm tested nothing");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let open = observer.query_i64(
+            "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
+             AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()",
+        );
+        if open == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{open} sessions still inside a transaction 10 s after the storm"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let total = Post::likes_of(1).total(&mut observer).unwrap();
+    let unknown = cut + errors.len() as i64;
+    assert!(
+        acked <= total && total <= acked + unknown,
+        "total {total} outside [{acked}, {}]",
+        acked + unknown
+    );
+}
+
+/// Behind the pooler, the writers that contend are its server sessions, not the clients: the
+/// `connection` strategy's slot is the server session's `pg_backend_pid() % slots`, so 16 client
+/// connections over 8 server sessions write only to the slots of those sessions' PIDs.
+#[test]
+fn the_connection_strategy_spreads_over_the_poolers_server_sessions() {
+    use slotted_tests::models::Reaction;
+    let test = "pooler_connection_slots";
+    let Some((db, url)) = set_up(test) else {
+        return;
+    };
+    let mut observer = PgConnection::open(&db.url);
+    diesel_migrations::MigrationHarness::run_pending_migrations(
+        &mut observer,
+        slotted_core::CounterMigrations::of::<Reaction>(),
+    )
+    .expect("the reactions counter table");
+    let manager = diesel::r2d2::ConnectionManager::<PgConnection>::new(&url);
+    let pool = diesel::r2d2::Pool::builder()
+        .max_size(WRITERS as u32)
+        .connection_customizer(Box::new(Cache(false)))
+        .build(manager)
+        .expect("an r2d2 pool through the pooler");
+    std::thread::scope(|s| {
+        for _ in 0..WRITERS {
+            s.spawn(|| {
+                for _ in 0..50 {
+                    let mut conn = pool.get().expect("a pooled connection");
+                    Reaction::hearts_of(1)
+                        .increment(&mut *conn)
+                        .expect("an increment through the pooler");
+                }
+            });
+        }
+    });
+    #[derive(diesel::QueryableByName)]
+    struct Pid {
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        pid: i32,
+    }
+    let sessions: Vec<Pid> = diesel::RunQueryDsl::load(
+        diesel::sql_query(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+             AND pid <> pg_backend_pid()",
+        ),
+        &mut observer,
+    )
+    .expect("the pooler's server sessions");
+    let session_slots: std::collections::BTreeSet<i16> =
+        sessions.iter().map(|s| (s.pid % 64) as i16).collect();
+    let rows = observer.slot_rows("reactions_hearts_slots", 1);
+    let written: std::collections::BTreeSet<i16> = rows.iter().map(|r| r.slot).collect();
+    assert_eq!(
+        rows.iter().map(|r| r.count).sum::<i64>(),
+        WRITERS as i64 * 50
+    );
+    assert!(
+        sessions.len() <= 8,
+        "at most the pooler's 8 server sessions: {}",
+        sessions.len()
+    );
+    assert!(
+        !written.is_empty() && written.is_subset(&session_slots),
+        "slots written {written:?} are those of the server sessions' PIDs {session_slots:?}"
     );
 }

@@ -47,9 +47,9 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
             return Box::pin(async move {
                 let mut attempt = 0;
                 loop {
-                    C::TransactionManager::begin_transaction(conn).await?;
-                    let result = Run(&statement).execute(conn).await;
-                    match end_own_transaction(conn, result).await {
+                    let mut tx = OwnTransaction::begin(conn).await?;
+                    let result = Run(&statement).execute(&mut *tx.conn).await;
+                    match tx.end(result).await {
                         Err(e) if is_statement_name_clash(&e) && attempt < NAME_CLASH_RETRIES => {
                             attempt += 1;
                         }
@@ -71,9 +71,9 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
             return Box::pin(async move {
                 let mut attempt = 0;
                 loop {
-                    C::TransactionManager::begin_transaction(conn).await?;
-                    let result = Run(&statement).load::<U>(conn).await;
-                    match end_own_transaction(conn, result).await {
+                    let mut tx = OwnTransaction::begin(conn).await?;
+                    let result = Run(&statement).load::<U>(&mut *tx.conn).await;
+                    match tx.end(result).await {
                         Err(e) if is_statement_name_clash(&e) && attempt < NAME_CLASH_RETRIES => {
                             attempt += 1;
                         }
@@ -118,8 +118,16 @@ impl<C: AsyncCounterConnection> AsyncExec<'_, C> {
     /// one round trip and runs it in the next; outside a transaction the pooler may send the two
     /// to different server sessions. Inside one, both (and the statement's close, which
     /// tokio-postgres sends as the statement is dropped, before `COMMIT`) reach the same session.
+    ///
+    /// A transaction manager in error (a transaction of this kind cut off earlier) counts as
+    /// "no transaction": `BEGIN` is then refused, and the call fails instead of running inside
+    /// whatever the server still has open.
     fn needs_own_transaction(&mut self) -> bool {
-        super::unnamed_statements::<C::Backend>() && !self.in_transaction()
+        super::unnamed_statements::<C::Backend>()
+            && !matches!(
+                C::TransactionManager::transaction_manager_status_mut(self.0).transaction_depth(),
+                Ok(Some(_))
+            )
     }
 }
 
@@ -137,23 +145,50 @@ fn is_statement_name_clash(e: &diesel::result::Error) -> bool {
         if info.message().starts_with("prepared statement") && info.message().ends_with("already exists"))
 }
 
-/// Ends the transaction [`AsyncExec`] opened around one statement: `COMMIT` after it
-/// succeeded, `ROLLBACK` after it failed (its error is the one returned). Cut off midway, the
-/// connection is left in the transaction, which every pool sees as broken (diesel-async's
-/// `is_broken`), as for a transaction of the caller's.
-async fn end_own_transaction<C: AsyncCounterConnection, T>(
-    conn: &mut C,
-    result: QueryResult<T>,
-) -> QueryResult<T> {
-    match result {
-        Ok(value) => C::TransactionManager::commit_transaction(conn)
-            .await
-            .map(|()| value),
-        Err(e) => {
-            // The statement's error is the one that matters; a failed rollback leaves the
-            // transaction manager in error, which pools see.
-            let _ = C::TransactionManager::rollback_transaction(conn).await;
-            Err(e)
+/// The transaction [`AsyncExec`] opens around one statement (see `needs_own_transaction`).
+///
+/// Dropped before it ended (the call was cut off), it marks the connection's transaction manager
+/// in error: the transaction may be open on the server with the statement's row lock, and must
+/// never be committed by a later call. Pools (bb8, deadpool, `CancelGuard`) then close the
+/// connection, and the server rolls the transaction back; on a connection outside a pool every
+/// later call fails (diesel-async's `BrokenTransactionManager`) instead of counting inside it.
+struct OwnTransaction<'a, C: AsyncCounterConnection> {
+    conn: &'a mut C,
+    open: bool,
+}
+
+impl<'a, C: AsyncCounterConnection> OwnTransaction<'a, C> {
+    async fn begin(conn: &'a mut C) -> QueryResult<Self> {
+        // Open before `BEGIN` is sent: cut off while it is on the wire, the server may have
+        // begun the transaction.
+        let tx = OwnTransaction { conn, open: true };
+        C::TransactionManager::begin_transaction(&mut *tx.conn).await?;
+        Ok(tx)
+    }
+
+    /// `COMMIT` after the statement succeeded, `ROLLBACK` after it failed (its error is the one
+    /// returned).
+    async fn end<T>(&mut self, result: QueryResult<T>) -> QueryResult<T> {
+        let ended = match result {
+            Ok(value) => C::TransactionManager::commit_transaction(&mut *self.conn)
+                .await
+                .map(|()| value),
+            Err(e) => {
+                // The statement's error is the one that matters; a failed rollback leaves the
+                // transaction manager in error, which pools see.
+                let _ = C::TransactionManager::rollback_transaction(&mut *self.conn).await;
+                Err(e)
+            }
+        };
+        self.open = false;
+        ended
+    }
+}
+
+impl<C: AsyncCounterConnection> Drop for OwnTransaction<'_, C> {
+    fn drop(&mut self) {
+        if self.open {
+            C::TransactionManager::transaction_manager_status_mut(self.conn).set_in_error();
         }
     }
 }
