@@ -160,6 +160,61 @@ impl AsyncTestConnection for diesel_async::AsyncMysqlConnection {
     );
 }
 
+#[cfg(feature = "postgres")]
+/// An `diesel_async::AsyncPgConnection` through a transaction pooler, as the guide shows: diesel-async's own
+/// set-up (`SET TIME ZONE`, `SET CLIENT_ENCODING`) prepares named statements outside a
+/// transaction (diesel-async 0.9), which the pooler may split across server sessions; run inside
+/// a transaction opened on the tokio-postgres client first, they reach one session.
+///
+/// A prepare can still clash with a statement another client left on that session (`prepared
+/// statement "s12" already exists`): nothing ran, and the next try names its statements afresh.
+pub async fn establish_through_pooler(
+    url: &str,
+) -> diesel::ConnectionResult<diesel_async::AsyncPgConnection> {
+    let mut tries = 0;
+    loop {
+        match establish_through_pooler_once(url).await {
+            Err(e) if tries < 3 && e.to_string().contains("already exists") => tries += 1,
+            done => return done,
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn establish_through_pooler_once(
+    url: &str,
+) -> diesel::ConnectionResult<diesel_async::AsyncPgConnection> {
+    use diesel::ConnectionError;
+    use diesel_async::SimpleAsyncConnection;
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
+    tokio::spawn(connection);
+    client
+        .batch_execute("BEGIN")
+        .await
+        .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
+    let mut conn = diesel_async::AsyncPgConnection::try_from(client).await?;
+    conn.batch_execute("COMMIT")
+        .await
+        .map_err(ConnectionError::CouldntSetupConfiguration)?;
+    Ok(conn)
+}
+
+#[cfg(feature = "postgres")]
+/// A bb8 or deadpool manager whose connections are set up by `establish_through_pooler`. Neither pool's check of
+/// a connection (a named statement outside a transaction) is safe behind a transaction pooler:
+/// deadpool's is skipped here (`RecyclingMethod::Fast`), bb8's on its builder.
+pub fn pooler_manager(url: &str) -> AsyncDieselConnectionManager<diesel_async::AsyncPgConnection> {
+    let mut config = diesel_async::pooled_connection::ManagerConfig::default();
+    config.recycling_method = diesel_async::pooled_connection::RecyclingMethod::Fast;
+    config.custom_setup = Box::new(|url| {
+        let url = url.to_owned();
+        Box::pin(async move { establish_through_pooler(&url).await })
+    });
+    AsyncDieselConnectionManager::new_with_config(url, config)
+}
+
 /// A fresh database for `test` on `A`'s backend with every test model's counter tables, and its
 /// URL, or `None` when the backend is skipped. The migrations run through diesel-async's own
 /// harness.

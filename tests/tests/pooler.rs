@@ -21,11 +21,12 @@ use std::time::Duration;
 
 use diesel::connection::{CacheSize, Connection, SimpleConnection};
 use diesel::PgConnection;
-use diesel_async::pooled_connection::{bb8, deadpool, AsyncDieselConnectionManager};
+use diesel_async::pooled_connection::{bb8, deadpool};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use slotted_core::pooling::{self, Pooling};
 use slotted_core::retry::{transaction_with_retry, transaction_with_retry_async, RetryPolicy};
 use slotted_core::CounterMaintenance;
+use slotted_tests::asynch::pooler_manager;
 use slotted_tests::models::{posts_likes_slots, posts_views_slots, Post};
 use slotted_tests::{through_pooler, TestConnection, TestDb};
 
@@ -194,54 +195,6 @@ fn sync_counts_are_exact_with_diesels_cache_left_on() {
     assert_exact(&db.url, &mut via, &acked);
 }
 
-/// An `AsyncPgConnection` through a transaction pooler, as the guide shows: diesel-async's own
-/// set-up (`SET TIME ZONE`, `SET CLIENT_ENCODING`) prepares named statements outside a
-/// transaction (diesel-async 0.9), which the pooler may split across server sessions; run inside
-/// a transaction opened on the tokio-postgres client first, they reach one session.
-///
-/// A prepare can still clash with a statement another client left on that session (`prepared
-/// statement "s12" already exists`): nothing ran, and the next try names its statements afresh.
-async fn establish(url: &str) -> diesel::ConnectionResult<AsyncPgConnection> {
-    let mut tries = 0;
-    loop {
-        match establish_once(url).await {
-            Err(e) if tries < 3 && e.to_string().contains("already exists") => tries += 1,
-            done => return done,
-        }
-    }
-}
-
-async fn establish_once(url: &str) -> diesel::ConnectionResult<AsyncPgConnection> {
-    use diesel::ConnectionError;
-    use diesel_async::SimpleAsyncConnection;
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
-    tokio::spawn(connection);
-    client
-        .batch_execute("BEGIN")
-        .await
-        .map_err(|e| ConnectionError::BadConnection(e.to_string()))?;
-    let mut conn = AsyncPgConnection::try_from(client).await?;
-    conn.batch_execute("COMMIT")
-        .await
-        .map_err(ConnectionError::CouldntSetupConfiguration)?;
-    Ok(conn)
-}
-
-/// A bb8 or deadpool manager whose connections are set up by `establish`. Neither pool's check of
-/// a connection (a named statement outside a transaction) is safe behind a transaction pooler:
-/// deadpool's is skipped here (`RecyclingMethod::Fast`), bb8's on its builder.
-fn manager(url: &str) -> AsyncDieselConnectionManager<AsyncPgConnection> {
-    let mut config = diesel_async::pooled_connection::ManagerConfig::default();
-    config.recycling_method = diesel_async::pooled_connection::RecyclingMethod::Fast;
-    config.custom_setup = Box::new(|url| {
-        let url = url.to_owned();
-        Box::pin(async move { establish(&url).await })
-    });
-    AsyncDieselConnectionManager::new_with_config(url, config)
-}
-
 /// One planned call on an async pooled connection (a macro: an async closure over a generic
 /// connection type makes the task's future fail to prove `Send`).
 macro_rules! one_async_call {
@@ -264,7 +217,7 @@ macro_rules! one_async_call {
 
 /// `WRITERS` tasks on a deadpool pool and as many on a bb8 pool, at once.
 async fn async_writers(url: &str) -> Acked {
-    let deadpool = deadpool::Pool::builder(manager(url))
+    let deadpool = deadpool::Pool::builder(pooler_manager(url))
         .max_size(WRITERS)
         .build()
         .expect("a deadpool pool");
@@ -272,7 +225,7 @@ async fn async_writers(url: &str) -> Acked {
         .max_size(WRITERS as u32)
         .test_on_check_out(false)
         .connection_timeout(Duration::from_secs(30))
-        .build(manager(url))
+        .build(pooler_manager(url))
         .await
         .expect("a bb8 pool");
     let policy = RetryPolicy::default();
@@ -326,7 +279,7 @@ async fn async_writers(url: &str) -> Acked {
 
 /// Totals and batch totals, read async through the pooler, against `acked`.
 async fn async_reads(url: &str, acked: &Acked) {
-    let pool = deadpool::Pool::builder(manager(url))
+    let pool = deadpool::Pool::builder(pooler_manager(url))
         .max_size(2)
         .build()
         .expect("a deadpool pool");
@@ -538,7 +491,7 @@ fn cut_offs_through_the_pooler_leave_nothing_half_done() {
     };
     let mut observer = PgConnection::open(&db.url);
     let (acked, cut, errors) = slotted_tests::asynch::block_on(async {
-        let pool = deadpool::Pool::builder(manager(&url))
+        let pool = deadpool::Pool::builder(pooler_manager(&url))
             .max_size(8)
             .build()
             .expect("a deadpool pool");
