@@ -101,6 +101,19 @@ pub fn pgbench(
     writers: u32,
     seconds: f64,
 ) -> Result<Load, BoxError> {
+    pgbench_with("prepared", url, target, hold, writers, seconds)
+}
+
+/// [`pgbench`] with another query protocol (`-M`): `extended` (unnamed statements, parsed on
+/// every run, as behind a transaction pooler), `simple` or `prepared`.
+pub fn pgbench_with(
+    protocol: &str,
+    url: &str,
+    target: Target,
+    hold: Option<Duration>,
+    writers: u32,
+    seconds: f64,
+) -> Result<Load, BoxError> {
     let script = std::env::temp_dir().join(format!(
         "slotted-pgbench-{}-{}-{}.sql",
         std::process::id(),
@@ -109,7 +122,7 @@ pub fn pgbench(
     ));
     std::fs::write(&script, pgbench_script(target, hold))?;
     let output = Command::new("pgbench")
-        .args(["-n", "-M", "prepared", "-c", &writers.to_string()])
+        .args(["-n", "-M", protocol, "-c", &writers.to_string()])
         .args(["-j", &writers.min(2).to_string()])
         .args(["-T", &(seconds.ceil().max(1.0) as u64).to_string()])
         .arg("-f")

@@ -43,9 +43,9 @@ type Acked = BTreeMap<(&'static str, i32), i64>;
 /// What writer `w`'s call `i` does: which counter, which record, and whether inside a business
 /// transaction that also counts the other counter (then both are acknowledged together).
 fn plan(w: usize, i: usize) -> (&'static str, i32, bool) {
-    let counter = if (w + i) % 2 == 0 { "likes" } else { "views" };
+    let counter = if (w + i).is_multiple_of(2) { "likes" } else { "views" };
     let record = ((w * 7 + i) % RECORDS as usize) as i32 + 1;
-    (counter, record, i % 5 == 0)
+    (counter, record, i.is_multiple_of(5))
 }
 
 fn ack(acked: &mut Acked, counter: &'static str, record: i32, both: bool) {
@@ -234,7 +234,7 @@ async fn async_writers(url: &str) -> Acked {
     let local = tokio::task::LocalSet::new();
     let mut tasks = tokio::task::JoinSet::new();
     for w in 0..2 * WRITERS {
-        let (deadpool, bb8, policy) = (deadpool.clone(), bb8.clone(), policy.clone());
+        let (deadpool, bb8, policy) = (deadpool.clone(), bb8.clone(), policy);
         tasks.spawn_local_on(
             async move {
                 let mut acked = Acked::new();
