@@ -45,6 +45,10 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
         SlotValue::Bound(slot) => crate::trace::record!("slot", i64::from(slot)),
         SlotValue::Connection(_) => crate::trace::record!("slot", "server"),
     }
+    // Outside a transaction the write commits with its statement: lost with it, its outcome is
+    // unknown. Inside one, the transaction is lost with the connection, and nothing of it was
+    // committed (`Failure::Reconnect`).
+    let autocommit = !exec.in_transaction();
     let outcome = if spec.prefill {
         match exec.execute(UpdateSlot(statement)).await {
             // No pre-created row (or, on PostgreSQL and SQLite, an overflow): the upsert
@@ -86,6 +90,16 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
             Ok(())
         }
         Err(e) if E::Backend::DIALECT == Dialect::Mysql && is_mysql_overflow(&e) => Err(overflow()),
+        Err(e) if autocommit && crate::error::is_connection_lost(&e) => {
+            exec.mark_broken();
+            Err(Error::OutcomeUnknown {
+                counter: spec.qualified_name(),
+                table: spec.table,
+                key: format!("{key:?}"),
+                delta,
+                reason: format!("the connection was lost with the write in flight ({e})"),
+            })
+        }
         Err(source) => Err(database_error(spec, source)),
     }
 }
@@ -263,6 +277,13 @@ pub(crate) fn is_sqlite_overflow(e: &diesel::result::Error) -> bool {
 }
 
 pub(crate) fn database_error(spec: &CounterSpec, source: diesel::result::Error) -> Error {
+    if crate::error::is_read_only(&source) {
+        return Error::ReadOnlyServer {
+            counter: spec.qualified_name(),
+            table: spec.table,
+            source,
+        };
+    }
     Error::Database {
         counter: spec.qualified_name(),
         table: spec.table,

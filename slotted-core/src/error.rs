@@ -194,6 +194,103 @@ pub enum Error {
     /// A buffer's pool gave no connection.
     #[error("connection pool: {0}")]
     Pool(String),
+
+    /// The server cannot write: it is a read-only replica (a hot standby), or a primary that a
+    /// failover demoted while this connection stayed open. Nothing was written. Take a new
+    /// connection to the primary (libpq and tokio-postgres find it with
+    /// `target_session_attrs=read-write` in a multi-host URL).
+    #[error(
+        "counter `{counter}` (table `{table}`): the server is read-only (a replica, or a primary          demoted by a failover), nothing was written; connect to the primary (for example with          `target_session_attrs=read-write`): {source}"
+    )]
+    ReadOnlyServer {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The counter's table.
+        table: &'static str,
+        /// The server's refusal.
+        #[source]
+        source: diesel::result::Error,
+    },
+
+    /// The connection was lost while a transaction's `COMMIT` was in flight: the transaction may
+    /// or may not have been committed. Running it again may count it twice. After a failover,
+    /// the new primary has it exactly when the old one committed it (with a synchronous standby).
+    #[error(
+        "the connection was lost while COMMIT was in flight: the transaction may or may not have          been committed: {source}"
+    )]
+    CommitOutcomeUnknown {
+        /// The error `COMMIT` got.
+        #[source]
+        source: diesel::result::Error,
+    },
+}
+
+/// What a failed call says about its write, and what to do next: [`Error::failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The database rolled the whole transaction back (a deadlock victim, a serialization
+    /// failure, a lock timeout, a busy SQLite): run it again, on the same connection.
+    RolledBack,
+    /// The connection is gone, or its server cannot write (a replica, a demoted primary), and
+    /// nothing of the transaction was committed: run it again on a new connection.
+    Reconnect,
+    /// The write may or may not have been committed (the connection was lost with the write or
+    /// its `COMMIT` in flight, or answered out of step): running it again may count it twice.
+    OutcomeUnknown,
+    /// Anything else: running it again would fail the same way.
+    Other,
+}
+
+/// Whether `e` says the connection to the server is gone (or the server is going away).
+/// Diesel reports a lost libpq connection as `ClosedConnection` and diesel-async a
+/// tokio-postgres or mysql_async I/O error as `UnableToSendCommand`; the servers' own messages
+/// for a shutdown are matched in English, as the retry module does (Diesel does not expose
+/// SQLSTATEs).
+pub(crate) fn is_connection_lost(e: &diesel::result::Error) -> bool {
+    use diesel::result::{DatabaseErrorKind, Error as DieselError};
+    match e {
+        DieselError::DatabaseError(
+            DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
+            _,
+        ) => true,
+        DieselError::DatabaseError(_, info) => {
+            let message = info.message();
+            [
+                // PostgreSQL: 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03.
+                "terminating connection",
+                "server closed the connection",
+                "the database system is shutting down",
+                "the database system is starting up",
+                "the database system is in recovery mode",
+                "connection to server",
+                // MySQL and MariaDB: 2006, 2013, 1053.
+                "server has gone away",
+                "Lost connection to",
+                "Server shutdown in progress",
+            ]
+            .iter()
+            .any(|m| message.contains(m))
+        }
+        _ => false,
+    }
+}
+
+/// Whether `e` is the server refusing to write: PostgreSQL's `25006` on a hot standby or a
+/// demoted primary (`cannot execute … in a read-only transaction`), MySQL's 1290/1836
+/// (`--read-only`, `super_read_only`).
+pub(crate) fn is_read_only(e: &diesel::result::Error) -> bool {
+    use diesel::result::{DatabaseErrorKind, Error as DieselError};
+    match e {
+        DieselError::DatabaseError(DatabaseErrorKind::ReadOnlyTransaction, _) => true,
+        DieselError::DatabaseError(_, info) => {
+            let message = info.message();
+            message.contains("in a read-only transaction")
+                || message.contains("--read-only option")
+                || message.contains("read-only mode")
+        }
+        _ => false,
+    }
 }
 
 /// `Result` with [`Error`].

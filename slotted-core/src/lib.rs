@@ -44,6 +44,7 @@ pub mod diagnostics;
 mod dialect;
 mod error;
 mod exec;
+pub mod failover;
 mod handle;
 mod key;
 pub mod maintenance;
@@ -62,7 +63,7 @@ mod trace;
 
 pub use count::TOTALS_CHUNK;
 pub use dialect::{CounterBackend, Dialect};
-pub use error::{Error, Result};
+pub use error::{Error, Failure, Result};
 #[cfg(feature = "async")]
 pub use exec::asynch::AsyncCounterConnection;
 #[cfg(feature = "async")]

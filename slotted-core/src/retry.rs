@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 
-use crate::error::Error;
+use crate::error::{Error, Failure};
 
 /// Runs `$body` (an expression giving a future that uses `$exec`, evaluated again for each
 /// attempt) in a transaction on `$exec: &mut impl Exec` (a savepoint inside an open one), as
@@ -44,10 +44,15 @@ macro_rules! retried_transaction {
             let outcome = match $crate::exec::Exec::begin(&mut *$exec).await {
                 Err(e) => Err(e.into()),
                 Ok(()) => match $body.await {
-                    Ok(value) => $crate::exec::Exec::commit(&mut *$exec)
-                        .await
-                        .map(|()| value)
-                        .map_err(Into::into),
+                    Ok(value) => match $crate::exec::Exec::commit(&mut *$exec).await {
+                        Ok(()) => Ok(value),
+                        // Lost with COMMIT in flight: committed or not, nobody knows.
+                        Err(source) if !nested && $crate::error::is_connection_lost(&source) => {
+                            $crate::exec::Exec::mark_broken(&mut *$exec);
+                            Err($crate::error::Error::CommitOutcomeUnknown { source }.into())
+                        }
+                        Err(e) => Err(e.into()),
+                    },
                     Err(error) => match $crate::exec::Exec::rollback(&mut *$exec).await {
                         Ok(()) | Err(diesel::result::Error::BrokenTransactionManager) => Err(error),
                         Err(rollback) => Err(rollback.into()),
@@ -80,6 +85,44 @@ macro_rules! retried_transaction {
 }
 pub(crate) use retried_transaction;
 
+// `Error::failure` lives here, beside the retry rules it extends (error.rs is below them).
+impl Error {
+    /// What this error says about the write: whether it may be run again, on which
+    /// connection, and whether its outcome is unknown. [`transaction_with_retry`] reruns
+    /// [`Failure::RolledBack`], [`failover::transaction_with_failover`] also
+    /// [`Failure::Reconnect`] on a new connection; neither reruns anything else.
+    ///
+    /// [`transaction_with_retry`]: crate::retry::transaction_with_retry
+    /// [`failover::transaction_with_failover`]: crate::failover::transaction_with_failover
+    pub fn failure(&self) -> Failure {
+        match self {
+            Error::OutcomeUnknown { .. } | Error::CommitOutcomeUnknown { .. } => {
+                Failure::OutcomeUnknown
+            }
+            Error::ReadOnlyServer { .. } => Failure::Reconnect,
+            Error::Database { source, .. } | Error::Diesel(source) => diesel_failure(source),
+            Error::MaintenanceStopped { source, .. } => source.failure(),
+            Error::Pool(_) => Failure::Reconnect,
+            _ => Failure::Other,
+        }
+    }
+}
+
+/// [`Error::failure`] of a Diesel error met inside a transaction (or before any write).
+pub(crate) fn diesel_failure(e: &diesel::result::Error) -> Failure {
+    use diesel::result::{DatabaseErrorKind, Error as DieselError};
+    if Retryable::is_retryable(e) {
+        return Failure::RolledBack;
+    }
+    match e {
+        DieselError::DatabaseError(DatabaseErrorKind::ReadOnlyTransaction, _) => Failure::Reconnect,
+        _ if crate::error::is_connection_lost(e) || crate::error::is_read_only(e) => {
+            Failure::Reconnect
+        }
+        _ => Failure::Other,
+    }
+}
+
 /// Whether an error means the whole transaction was rolled back and may simply run again.
 pub trait Retryable {
     /// True for deadlocks, serialization failures, lock (wait) timeouts and SQLite's busy.
@@ -88,6 +131,18 @@ pub trait Retryable {
     /// The error in words, for the `tracing` event of a retry; empty unless implemented.
     fn describe(&self) -> String {
         String::new()
+    }
+
+    /// What the error says about the write ([`Error::failure`]); by default
+    /// [`Failure::RolledBack`] when [`is_retryable`](Self::is_retryable), else
+    /// [`Failure::Other`]. Forward it to [`Error::failure`] in your own error type so that
+    /// [`transaction_with_failover`](crate::failover::transaction_with_failover) reconnects on it.
+    fn failure(&self) -> Failure {
+        if self.is_retryable() {
+            Failure::RolledBack
+        } else {
+            Failure::Other
+        }
     }
 }
 
@@ -117,6 +172,10 @@ impl Retryable for DieselError {
     fn describe(&self) -> String {
         self.to_string()
     }
+
+    fn failure(&self) -> Failure {
+        diesel_failure(self)
+    }
 }
 
 impl Retryable for Error {
@@ -126,6 +185,10 @@ impl Retryable for Error {
             Error::MaintenanceStopped { source, .. } => source.is_retryable(),
             _ => false,
         }
+    }
+
+    fn failure(&self) -> Failure {
+        Error::failure(self)
     }
 
     fn describe(&self) -> String {
@@ -156,6 +219,17 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// For [`transaction_with_failover`](crate::failover::transaction_with_failover): up to 40
+    /// reruns, backing off from 50 ms to at most 1 s, so about 30 s in all: a PostgreSQL failover
+    /// under Patroni takes 2–4 s after a crash and about its `ttl` (10–30 s) after a lost node.
+    pub fn failover() -> Self {
+        RetryPolicy {
+            max_retries: 40,
+            base_delay: Duration::from_millis(50),
+            max_delay: Duration::from_secs(1),
+        }
+    }
+
     /// The pause before retry `n` (0-based): exponential, capped, and jittered to between half
     /// and all of it, so that two victims of one deadlock do not collide again in step.
     pub fn backoff(&self, n: u32) -> Duration {
@@ -226,7 +300,7 @@ pub fn transaction_with_retry<C, T, E, F>(
 ) -> Result<Retried<T>, E>
 where
     C: crate::CounterConnection,
-    E: From<DieselError> + Retryable,
+    E: From<DieselError> + From<Error> + Retryable,
     F: FnMut(&mut C) -> Result<T, E>,
 {
     use crate::exec::sync::{run_now, SyncExec};
@@ -270,7 +344,7 @@ pub async fn transaction_with_retry_async<C, T, E, F>(
 ) -> Result<Retried<T>, E>
 where
     C: crate::AsyncCounterConnection,
-    E: From<DieselError> + Retryable,
+    E: From<DieselError> + From<Error> + Retryable,
     F: AsyncFnMut(&mut C) -> Result<T, E>,
 {
     let exec = &mut crate::exec::asynch::AsyncExec(conn);

@@ -259,6 +259,49 @@ pub fn cluster_databases(test: &str) -> Option<Vec<String>> {
     Some(urls.iter().map(|url| with_database(url, &name)).collect())
 }
 
+/// A fresh database for `test` on the PostgreSQL cluster run by `scripts/patroni`, whose
+/// multi-host read-write URL is in `SLOTTED_PATRONI_URL` (`scripts/patroni url`), with every
+/// test model's counter tables, and its URL (still multi-host and read-write); `None` (skip)
+/// with a message when the variable is unset, a failure with `SLOTTED_REQUIRE_ALL_BACKENDS=1`.
+#[cfg(feature = "postgres")]
+pub fn patroni_database(test: &str) -> Option<String> {
+    let url = recreate_server_database::<diesel::PgConnection>(
+        "SLOTTED_PATRONI_URL",
+        &format!("patroni_{test}"),
+        " WITH (FORCE)",
+    )?;
+    // Every node must have replayed the new database before the multi-host URL is used: libpq
+    // tries the hosts in order, and a standby that does not have the database yet refuses the
+    // connection (FATAL), which ends libpq's search instead of moving it to the next host.
+    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
+    let (prefix, rest) = base.split_once('@').expect("user@hosts in the URL");
+    let (hosts, name) = rest.rsplit_once('/').expect("a database in the URL");
+    for host in hosts.split(',') {
+        let node = format!("{prefix}@{host}/postgres?connect_timeout=2");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let replayed = diesel::PgConnection::establish(&node).is_ok_and(|mut c| {
+                c.query_i64(&format!(
+                    "SELECT COUNT(*) AS n FROM pg_database WHERE datname = '{name}'"
+                )) == 1
+            });
+            if replayed {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {host} has no database {name} after 30 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    let _ = query;
+    let mut conn = <diesel::PgConnection as TestConnection>::open(&url);
+    conn.run_pending_migrations(all_migrations())
+        .expect("run the counter migrations on the cluster");
+    Some(url)
+}
+
 /// `direct`'s database through the transaction-mode pooler at `SLOTTED_PGBOUNCER_URL`
 /// (`scripts/pgbouncer url`), or `None` (skip) with a message; with
 /// `SLOTTED_REQUIRE_ALL_BACKENDS=1` a missing variable fails the test.

@@ -387,15 +387,28 @@ fn a_killed_session_keeps_its_deltas_and_recovers<C: TestConnection + R2D2Connec
         std::thread::scope(|s| {
             let flush = s.spawn(|| buffer.flush());
             let deadline = Instant::now() + Duration::from_secs(20);
-            let count = format!("SELECT COUNT(*) AS n FROM ({waiting}) AS w");
-            while admin.query_i64(&count) == 0 {
-                assert!(
-                    Instant::now() < deadline,
-                    "the flush never waited on the lock"
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let victim = admin.query_i64(waiting);
+            // One query finds the waiting session and names it: a count first and the id in a
+            // second query could see the session between the two change its state.
+            let first = format!(
+                "SELECT CAST(COALESCE(MAX(w.n), 0) AS {}) AS n FROM ({waiting}) AS w",
+                if C::NAME == "postgres" {
+                    "BIGINT"
+                } else {
+                    "SIGNED"
+                }
+            );
+            let victim = loop {
+                match admin.query_i64(&first) {
+                    0 => {
+                        assert!(
+                            Instant::now() < deadline,
+                            "the flush never waited on the lock"
+                        );
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    id => break id,
+                }
+            };
             let kill = match C::NAME {
                 "postgres" => format!("SELECT pg_terminate_backend({victim})"),
                 _ => format!("KILL {victim}"),

@@ -43,7 +43,11 @@ type Acked = BTreeMap<(&'static str, i32), i64>;
 /// What writer `w`'s call `i` does: which counter, which record, and whether inside a business
 /// transaction that also counts the other counter (then both are acknowledged together).
 fn plan(w: usize, i: usize) -> (&'static str, i32, bool) {
-    let counter = if (w + i).is_multiple_of(2) { "likes" } else { "views" };
+    let counter = if (w + i).is_multiple_of(2) {
+        "likes"
+    } else {
+        "views"
+    };
     let record = ((w * 7 + i) % RECORDS as usize) as i32 + 1;
     (counter, record, i.is_multiple_of(5))
 }

@@ -1,0 +1,345 @@
+//! On a real PostgreSQL cluster under Patroni (`scripts/patroni start`: etcd and 3 nodes on
+//! loopback, `synchronous_mode` and `synchronous_mode_strict` on), through the multi-host URL
+//! with `target_session_attrs=read-write` in `SLOTTED_PATRONI_URL` (`scripts/patroni url`). Unset,
+//! these tests skip with a message; with `SLOTTED_REQUIRE_ALL_BACKENDS=1` (CI) they fail.
+//!
+//! ```text
+//! scripts/patroni start
+//! SLOTTED_PATRONI_URL=$(scripts/patroni url) cargo test -p slotted-tests --features postgres,async --test failover -- --nocapture
+//! ```
+//!
+//! A failover is the whole cluster's business, so the tests here run one at a time (`SERIAL`),
+//! and each leaves the cluster healthy again. The scripts' folder and ports come from the same
+//! `SLOTTED_PATRONI_DIR` and `SLOTTED_PATRONI_BASE_PORT` that started the cluster.
+#![cfg(all(feature = "postgres", feature = "async"))]
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use diesel::PgConnection;
+use diesel_async::pooled_connection::{deadpool, AsyncDieselConnectionManager};
+use diesel_async::AsyncPgConnection;
+use slotted_core::failover::{transaction_with_failover, transaction_with_failover_async};
+use slotted_core::retry::RetryPolicy;
+use slotted_core::{CounterMaintenance, Failure};
+use slotted_tests::models::{posts_likes_slots, posts_views_slots, Post};
+use slotted_tests::{patroni_database, TestConnection};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The script that runs the cluster.
+fn patroni(args: &[&str]) -> String {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/patroni");
+    let out = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "scripts/patroni {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Records the writers spread over.
+const RECORDS: i32 = 4;
+
+/// What the writers saw, per record: increments acknowledged, and calls whose outcome is
+/// unknown (each may or may not have counted once).
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    likes: [i64; RECORDS as usize],
+    views: [i64; RECORDS as usize],
+    likes_unknown: [i64; RECORDS as usize],
+    views_unknown: [i64; RECORDS as usize],
+    /// When each acknowledged call returned.
+    acked_at: Vec<Instant>,
+    /// Errors that are neither retried nor of unknown outcome: a test failure.
+    other_errors: Vec<String>,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        for r in 0..RECORDS as usize {
+            self.likes[r] += other.likes[r];
+            self.views[r] += other.views[r];
+            self.likes_unknown[r] += other.likes_unknown[r];
+            self.views_unknown[r] += other.views_unknown[r];
+        }
+        self.acked_at.extend(other.acked_at);
+        self.other_errors.extend(other.other_errors);
+    }
+
+    /// A business transaction (likes and views of `record`) that returned `outcome`.
+    fn transaction(&mut self, record: i32, outcome: Result<(), slotted_core::Error>) {
+        let r = record as usize - 1;
+        match outcome {
+            Ok(()) => {
+                self.likes[r] += 1;
+                self.views[r] += 1;
+                self.acked_at.push(Instant::now());
+            }
+            Err(e) if e.failure() == Failure::OutcomeUnknown => {
+                self.likes_unknown[r] += 1;
+                self.views_unknown[r] += 1;
+            }
+            Err(e) => self.other_errors.push(e.to_string()),
+        }
+    }
+}
+
+fn record_of(i: usize) -> i32 {
+    (i % RECORDS as usize) as i32 + 1
+}
+
+/// Every record's totals on the primary, through a fresh connection: within acknowledged ≤
+/// total ≤ acknowledged + unknown.
+fn assert_within(url: &str, tally: &Tally) {
+    let mut conn = PgConnection::open(url);
+    for record in 1..=RECORDS {
+        let r = record as usize - 1;
+        for (name, total, acked, unknown) in [
+            (
+                "likes",
+                Post::likes_of(record).total(&mut conn).unwrap(),
+                tally.likes[r],
+                tally.likes_unknown[r],
+            ),
+            (
+                "views",
+                Post::views_of(record).total(&mut conn).unwrap(),
+                tally.views[r],
+                tally.views_unknown[r],
+            ),
+        ] {
+            assert!(
+                acked <= total && total <= acked + unknown,
+                "{name} of {record}: total {total}, acknowledged {acked}, outcome unknown {unknown}"
+            );
+        }
+    }
+}
+
+/// Sync writers (r2d2, `transaction_with_failover`), an autocommit writer, async writers
+/// (deadpool, `transaction_with_failover_async`) and a compaction loop, all on the cluster until
+/// `stop`; `event` (a kill or a switchover) runs after 1.5 s. Returns what the writers saw and
+/// the gap in acknowledged writes around the event.
+fn under_load(url: &str, event: impl FnOnce()) -> (Tally, Duration, Instant) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let policy = RetryPolicy::failover();
+    let pool = diesel::r2d2::Pool::builder()
+        .max_size(8)
+        .connection_timeout(Duration::from_secs(5))
+        .build(diesel::r2d2::ConnectionManager::<PgConnection>::new(url))
+        .expect("an r2d2 pool on the cluster");
+    let mut event_at = Instant::now();
+    let tally = std::thread::scope(|s| {
+        let mut writers = Vec::new();
+        for w in 0..3 {
+            let (pool, stop, policy) = (&pool, &*stop, &policy);
+            writers.push(s.spawn(move || {
+                let mut tally = Tally::default();
+                let mut i = w;
+                while !stop.load(Ordering::Relaxed) {
+                    let record = record_of(i);
+                    let outcome = transaction_with_failover(pool, policy, |c| {
+                        Post::likes_of(record).increment(c)?;
+                        Post::views_of(record).increment(c)
+                    })
+                    .map(|_| ());
+                    tally.transaction(record, outcome);
+                    i += 1;
+                }
+                tally
+            }));
+        }
+        // Autocommit increments: a lost connection leaves each one's outcome unknown.
+        writers.push(s.spawn(|| {
+            let mut tally = Tally::default();
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let record = record_of(i);
+                let r = record as usize - 1;
+                i += 1;
+                let Ok(mut conn) = pool.get() else { continue };
+                match Post::likes_of(record).increment(&mut *conn) {
+                    Ok(()) => {
+                        tally.likes[r] += 1;
+                        tally.acked_at.push(Instant::now());
+                    }
+                    Err(e) if e.failure() == Failure::OutcomeUnknown => tally.likes_unknown[r] += 1,
+                    Err(e) if e.failure() == Failure::Reconnect => {
+                        std::thread::sleep(Duration::from_millis(50))
+                    }
+                    Err(e) => tally.other_errors.push(e.to_string()),
+                }
+            }
+            tally
+        }));
+        // Compaction, all along: it must neither lose nor double a count, whatever it meets.
+        let compactor = s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(mut conn) = pool.get() {
+                    let _ = posts_likes_slots::table.compact_all(100, &mut *conn);
+                    let _ = posts_views_slots::table.compact_all(100, &mut *conn);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let async_writers = s.spawn(|| {
+            slotted_tests::asynch::block_on(async {
+                let pool = deadpool::Pool::builder(
+                    AsyncDieselConnectionManager::<AsyncPgConnection>::new(url),
+                )
+                .max_size(4)
+                .build()
+                .expect("a deadpool pool on the cluster");
+                // Local tasks: the retry helpers' async closures do not prove `Send` for every
+                // lifetime (a limit of today's rustc).
+                let local = tokio::task::LocalSet::new();
+                let mut tasks = tokio::task::JoinSet::new();
+                for w in 0..3 {
+                    let (pool, stop, policy) = (pool.clone(), stop.clone(), policy);
+                    tasks.spawn_local_on(
+                        async move {
+                            let mut tally = Tally::default();
+                            let mut i = w;
+                            while !stop.load(Ordering::Relaxed) {
+                                let record = record_of(i);
+                                let outcome =
+                                    transaction_with_failover_async(&pool, &policy, async |c| {
+                                        Post::likes_of(record).increment_async(c).await?;
+                                        Post::views_of(record).increment_async(c).await
+                                    })
+                                    .await
+                                    .map(|_| ());
+                                tally.transaction(record, outcome);
+                                i += 1;
+                            }
+                            tally
+                        },
+                        &local,
+                    );
+                }
+                let mut tally = Tally::default();
+                local
+                    .run_until(async {
+                        while let Some(task) = tasks.join_next().await {
+                            tally.merge(task.expect("an async writer"));
+                        }
+                    })
+                    .await;
+                tally
+            })
+        });
+        std::thread::sleep(Duration::from_millis(1500));
+        event_at = Instant::now();
+        event();
+        // Until writes have come back for 3 s, within 60 s.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        std::thread::sleep(Duration::from_secs(4));
+        while Instant::now() < deadline && healthy_writes(url).is_err() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        stop.store(true, Ordering::Relaxed);
+        let mut tally = Tally::default();
+        for writer in writers {
+            tally.merge(writer.join().expect("a writer"));
+        }
+        tally.merge(async_writers.join().expect("the async writers"));
+        compactor.join().expect("the compactor");
+        tally
+    });
+    // The writers' outage: the longest stretch without any acknowledged write from the event
+    // on (the last writes on the old primary may be acknowledged just after the event).
+    let mut times: Vec<Instant> = tally.acked_at.clone();
+    times.sort();
+    let gap = times
+        .windows(2)
+        .filter(|w| w[1] > event_at)
+        .map(|w| w[1] - w[0])
+        .max()
+        .expect("writes acknowledged after the event");
+    (tally, gap, event_at)
+}
+
+/// A write that succeeds on the primary through the multi-host URL.
+fn healthy_writes(url: &str) -> Result<(), String> {
+    use diesel::Connection;
+    let mut conn = PgConnection::establish(url).map_err(|e| e.to_string())?;
+    diesel::connection::SimpleConnection::batch_execute(
+        &mut conn,
+        "CREATE TEMP TABLE probe (x int)",
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn report(test: &str, tally: &Tally, gap: Duration) {
+    let acked: i64 = tally.likes.iter().sum::<i64>() + tally.views.iter().sum::<i64>();
+    let unknown: i64 =
+        tally.likes_unknown.iter().sum::<i64>() + tally.views_unknown.iter().sum::<i64>();
+    eprintln!(
+        "{test}: {acked} increments acknowledged, {unknown} of unknown outcome; writes stopped for \
+         {:.2} s as the writers saw it",
+        gap.as_secs_f64()
+    );
+}
+
+/// The primary's PostgreSQL is SIGKILLed under load; Patroni promotes the synchronous standby.
+/// Nothing acknowledged is lost, nothing counts twice, and every writer carries on by itself.
+#[test]
+fn a_crashed_primary_loses_nothing_acknowledged() {
+    let _serial = serial();
+    let test = "crash";
+    let Some(url) = patroni_database(test) else {
+        return;
+    };
+    patroni(&["wait", "60"]);
+    let leader = patroni(&["leader"]);
+    let (tally, gap, _) = under_load(&url, || {
+        patroni(&["kill-postgres", &leader]);
+    });
+    report(test, &tally, gap);
+    assert!(
+        tally.other_errors.is_empty(),
+        "errors: {:?}",
+        tally.other_errors
+    );
+    assert_ne!(patroni(&["leader"]), leader, "a standby was promoted");
+    assert_within(&url, &tally);
+    patroni(&["wait", "90"]);
+}
+
+/// A planned switchover under load: the same guarantees.
+#[test]
+fn a_switchover_loses_nothing_acknowledged() {
+    let _serial = serial();
+    let test = "switchover";
+    let Some(url) = patroni_database(test) else {
+        return;
+    };
+    patroni(&["wait", "60"]);
+    let leader = patroni(&["leader"]);
+    let (tally, gap, _) = under_load(&url, || {
+        patroni(&["switchover"]);
+    });
+    report(test, &tally, gap);
+    assert!(
+        tally.other_errors.is_empty(),
+        "errors: {:?}",
+        tally.other_errors
+    );
+    assert_ne!(patroni(&["leader"]), leader, "the leader changed");
+    assert_within(&url, &tally);
+    patroni(&["wait", "90"]);
+}
