@@ -449,4 +449,72 @@ mod tests {
         };
         assert!(!unknown.is_retryable());
     }
+
+    #[test]
+    fn failures_say_what_to_do_next() {
+        let db =
+            |kind, message: &str| DieselError::DatabaseError(kind, Box::new(message.to_owned()));
+        let unknown = DatabaseErrorKind::Unknown;
+        for (e, want) in [
+            (db(unknown, "deadlock detected"), Failure::RolledBack),
+            (
+                db(
+                    DatabaseErrorKind::SerializationFailure,
+                    "could not serialize",
+                ),
+                Failure::RolledBack,
+            ),
+            (
+                db(
+                    DatabaseErrorKind::ClosedConnection,
+                    "server closed the connection unexpectedly",
+                ),
+                Failure::Reconnect,
+            ),
+            (
+                db(DatabaseErrorKind::UnableToSendCommand, "connection closed"),
+                Failure::Reconnect,
+            ),
+            (
+                db(
+                    unknown,
+                    "terminating connection due to administrator command",
+                ),
+                Failure::Reconnect,
+            ),
+            (
+                db(
+                    DatabaseErrorKind::ReadOnlyTransaction,
+                    "cannot execute INSERT in a read-only transaction",
+                ),
+                Failure::Reconnect,
+            ),
+            (
+                db(unknown, "Lost connection to server during query"),
+                Failure::Reconnect,
+            ),
+            (
+                db(DatabaseErrorKind::UniqueViolation, "duplicate key"),
+                Failure::Other,
+            ),
+        ] {
+            assert_eq!(Error::Diesel(e).failure(), want);
+        }
+        let lost = db(
+            DatabaseErrorKind::ClosedConnection,
+            "server closed the connection",
+        );
+        assert_eq!(
+            Error::CommitOutcomeUnknown { source: lost }.failure(),
+            Failure::OutcomeUnknown
+        );
+        let stopped = Error::MaintenanceStopped {
+            committed: Box::new(crate::reports::Committed::Deleted(0)),
+            source: Box::new(Error::Diesel(db(
+                unknown,
+                "the database system is shutting down",
+            ))),
+        };
+        assert_eq!(stopped.failure(), Failure::Reconnect);
+    }
 }

@@ -343,3 +343,190 @@ fn a_switchover_loses_nothing_acknowledged() {
     assert_within(&url, &tally);
     patroni(&["wait", "90"]);
 }
+
+/// `url` (the cluster's multi-host URL of a test database) on the synchronous standby.
+fn on_replica(url: &str) -> String {
+    let replica = patroni(&["replica-url"]);
+    let database = url.split('?').next().unwrap().rsplit('/').next().unwrap();
+    format!("{}/{database}", replica.rsplit_once('/').unwrap().0)
+}
+
+/// Totals, batch totals and their async twins on a hot standby; how far behind the primary they
+/// are under a write load; and writes and maintenance there refused with `ReadOnlyServer`.
+#[test]
+fn reads_on_a_hot_standby_and_writes_refused_there() {
+    let _serial = serial();
+    let test = "replica";
+    let Some(url) = patroni_database(test) else {
+        return;
+    };
+    patroni(&["wait", "60"]);
+    let replica_url = on_replica(&url);
+    let mut primary = PgConnection::open(&url);
+    let mut replica = PgConnection::open(&replica_url);
+    // Staleness: an increment committed on the primary, then read on the standby until it
+    // shows, while 4 writers keep the primary busy.
+    let stop = AtomicBool::new(false);
+    let mut lags = std::thread::scope(|s| {
+        for w in 0..4 {
+            let (url, stop) = (&url, &stop);
+            s.spawn(move || {
+                let mut conn = PgConnection::open(url);
+                while !stop.load(Ordering::Relaxed) {
+                    Post::views_of(w + 1).increment(&mut conn).unwrap();
+                }
+            });
+        }
+        let mut lags = Vec::new();
+        for i in 1..=100_i64 {
+            Post::likes_of(1).increment(&mut primary).unwrap();
+            let committed = Instant::now();
+            while Post::likes_of(1).total(&mut replica).unwrap() < i {
+                assert!(
+                    committed.elapsed() < Duration::from_secs(10),
+                    "the standby lags 10 s"
+                );
+                std::hint::spin_loop();
+            }
+            lags.push(committed.elapsed());
+        }
+        stop.store(true, Ordering::Relaxed);
+        lags
+    });
+    lags.sort();
+    eprintln!(
+        "{test}: an increment showed on the synchronous standby after {:?} (median), {:?} (p99), \
+         {:?} (max), under 4 writers",
+        lags[lags.len() / 2],
+        lags[lags.len() * 99 / 100],
+        lags[lags.len() - 1]
+    );
+    // Reads, sync and async, agree with the primary once it has caught up.
+    let want = Post::likes_of(1).total(&mut primary).unwrap();
+    assert_eq!(Post::likes_of(1).total(&mut replica).unwrap(), want);
+    let views = Post::views_totals(&[1, 2, 3, 4], &mut primary).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Post::views_totals(&[1, 2, 3, 4], &mut replica).unwrap() != views {
+        assert!(Instant::now() < deadline, "the standby never caught up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    slotted_tests::asynch::block_on(async {
+        use diesel_async::AsyncConnection;
+        let mut conn = AsyncPgConnection::establish(&replica_url).await.unwrap();
+        assert_eq!(
+            Post::likes_of(1).total_async(&mut conn).await.unwrap(),
+            want
+        );
+        assert_eq!(
+            Post::views_totals_async(&[1, 2, 3, 4], &mut conn)
+                .await
+                .unwrap(),
+            views
+        );
+        let refused = Post::likes_of(1)
+            .increment_async(&mut conn)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, slotted_core::Error::ReadOnlyServer { .. }),
+            "{refused}"
+        );
+    });
+    // Writes and maintenance: a clear refusal, nothing written.
+    let refused = Post::likes_of(1).increment(&mut replica).unwrap_err();
+    assert!(
+        matches!(refused, slotted_core::Error::ReadOnlyServer { .. }),
+        "{refused}"
+    );
+    assert_eq!(refused.failure(), Failure::Reconnect);
+    let refused = posts_likes_slots::table
+        .compact_all(100, &mut replica)
+        .unwrap_err();
+    assert_eq!(refused.failure(), Failure::Reconnect, "{refused}");
+    assert!(
+        refused.to_string().contains("the server is read-only"),
+        "compaction on a standby says why: {refused}"
+    );
+    assert_eq!(Post::likes_of(1).total(&mut primary).unwrap(), want);
+}
+
+/// The write-behind buffer through a crash of the primary: every add the buffer took is in the
+/// new primary exactly once after `shutdown()` returns `Ok` (a flush whose COMMIT was lost is
+/// resolved through the flush log, on the new primary).
+#[test]
+fn the_buffer_counts_exactly_once_across_a_failover() {
+    use slotted_core::buffer::{BufferConfig, CounterBuffer};
+    let _serial = serial();
+    let test = "buffer";
+    let Some(url) = patroni_database(test) else {
+        return;
+    };
+    diesel_migrations::MigrationHarness::run_pending_migrations(
+        &mut PgConnection::open(&url),
+        slotted_core::CounterMigrations::new().with_buffer(),
+    )
+    .expect("the flush log on the cluster");
+    patroni(&["wait", "60"]);
+    let leader = patroni(&["leader"]);
+    let pool = diesel::r2d2::Pool::builder()
+        .max_size(2)
+        .connection_timeout(Duration::from_secs(5))
+        .build(diesel::r2d2::ConnectionManager::<PgConnection>::new(&url))
+        .expect("an r2d2 pool on the cluster");
+    let buffer = CounterBuffer::start(
+        pool,
+        BufferConfig {
+            interval: Duration::from_millis(20),
+            retry_delay: Duration::from_millis(50),
+            max_retry_delay: Duration::from_millis(500),
+            shutdown_timeout: Duration::from_secs(60),
+            ..BufferConfig::default()
+        },
+    );
+    let stop = AtomicBool::new(false);
+    let taken = std::thread::scope(|s| {
+        let adders: Vec<_> = (0..4)
+            .map(|w| {
+                let (buffer, stop) = (&buffer, &stop);
+                s.spawn(move || {
+                    let mut taken = [0_i64; RECORDS as usize];
+                    let mut i = w;
+                    while !stop.load(Ordering::Relaxed) {
+                        let record = record_of(i);
+                        Post::likes_of(record).increment_buffered(buffer).unwrap();
+                        taken[record as usize - 1] += 1;
+                        i += 1;
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    taken
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(1500));
+        patroni(&["kill-postgres", &leader]);
+        std::thread::sleep(Duration::from_secs(6));
+        stop.store(true, Ordering::Relaxed);
+        let mut taken = [0_i64; RECORDS as usize];
+        for adder in adders {
+            for (t, n) in taken.iter_mut().zip(adder.join().unwrap()) {
+                *t += n;
+            }
+        }
+        taken
+    });
+    buffer.shutdown().expect("every add written by shutdown");
+    let stats = buffer.stats();
+    eprintln!(
+        "{test}: {} adds taken; {stats:?}",
+        taken.iter().sum::<i64>()
+    );
+    let mut conn = PgConnection::open(&url);
+    for record in 1..=RECORDS {
+        assert_eq!(
+            Post::likes_of(record).total(&mut conn).unwrap(),
+            taken[record as usize - 1],
+            "likes of {record} on the new primary"
+        );
+    }
+    patroni(&["wait", "90"]);
+}

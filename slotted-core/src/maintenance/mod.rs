@@ -56,6 +56,33 @@ const ONCE: RetryPolicy = RetryPolicy {
     ..MAINTENANCE_RETRY
 };
 
+/// Fails with [`Error::ReadOnlyServer`] on a PostgreSQL hot standby, before a table-level job
+/// whose first statements only read would report nothing to do there.
+async fn refuse_read_only<E: Exec>(exec: &mut E, spec: &crate::table::CounterSpec) -> Result<()> {
+    use crate::sql::maintenance::{ReadOnlyRow, ServerReadOnly};
+    if <E::Backend as crate::dialect::CounterBackend>::DIALECT != crate::dialect::Dialect::Postgres
+    {
+        return Ok(());
+    }
+    let rows = exec
+        .load::<_, ReadOnlyRow>(ServerReadOnly)
+        .await
+        .map_err(|e| database_error(spec, e))?;
+    if rows.first().is_some_and(|r| r.0) {
+        return Err(crate::error::Error::ReadOnlyServer {
+            counter: spec.qualified_name(),
+            table: spec.table,
+            source: diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::ReadOnlyTransaction,
+                Box::new(String::from(
+                    "maintenance writes, and this server is a hot standby (pg_is_in_recovery())",
+                )),
+            ),
+        });
+    }
+    Ok(())
+}
+
 async fn compact<T: CounterTable, E: Exec>(
     exec: &mut E,
     keys: &[T::Key],
@@ -81,6 +108,7 @@ async fn compact_all<T: CounterTable, E: Exec>(
     batch: usize,
 ) -> Result<CompactionReport> {
     let spec = &T::SPEC;
+    refuse_read_only(exec, spec).await?;
     let mut pace = Pace::new(batch.min(MAX_PAGE));
     for_each_page!(exec, spec, batch, Buckets::All, |page, report| paced!(
         exec,
@@ -112,6 +140,7 @@ async fn refresh_all<T: CounterTable, E: Exec>(
     batch: usize,
 ) -> Result<RefreshReport> {
     let spec = &T::SPEC;
+    refuse_read_only(exec, spec).await?;
     let Some(cache) = &spec.cache else {
         return Ok(RefreshReport::default());
     };
@@ -149,6 +178,7 @@ async fn delete_buckets_before<T: CounterTable, E: Exec>(
     batch: usize,
 ) -> Result<u64> {
     let spec = &T::SPEC;
+    refuse_read_only(exec, spec).await?;
     let before = spec.bucket.map_or(i64::MIN, |width| width.start_of(cutoff));
     let old = Buckets::Before(before);
     let mut pace = Pace::new(batch.min(MAX_PAGE));
@@ -167,6 +197,7 @@ async fn fold_buckets_before<T: CounterTable, E: Exec>(
     batch: usize,
 ) -> Result<CompactionReport> {
     let spec = &T::SPEC;
+    refuse_read_only(exec, spec).await?;
     let before = spec.bucket.map_or(i64::MIN, |width| width.start_of(cutoff));
     let old = Buckets::Range(1, before);
     let mut pace = Pace::new(batch.min(MAX_PAGE));

@@ -445,3 +445,33 @@ impl<DB: CounterBackend> QueryFragment<DB> for DeleteScope<'_> {
 }
 
 statement!(by_text: Rows, DeleteRows, InsertRows, UpdateRows, RefreshCache, DeleteScope);
+
+/// Whether a PostgreSQL server refuses writes: a hot standby (`pg_is_in_recovery()`), or a
+/// session whose transactions are read-only. Maintenance asks before its first batch, whose
+/// first statements only read, so that it fails on a standby instead of finding nothing to do.
+/// (MySQL's `read_only` lets privileged users write, so it is not asked there.)
+pub(crate) struct ServerReadOnly;
+
+impl<DB: CounterBackend> QueryFragment<DB> for ServerReadOnly {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        out.push_sql(
+            "SELECT CAST(CASE WHEN pg_is_in_recovery() \
+             OR current_setting('transaction_read_only') = 'on' THEN 1 ELSE 0 END AS BIGINT) AS n",
+        );
+        Ok(())
+    }
+}
+
+impl diesel::query_builder::QueryId for ServerReadOnly {
+    type QueryId = ServerReadOnly;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+/// [`ServerReadOnly`]'s one row.
+pub(crate) struct ReadOnlyRow(pub bool);
+
+impl<DB: CounterBackend> diesel::deserialize::QueryableByName<DB> for ReadOnlyRow {
+    fn build<'a>(row: &impl diesel::row::NamedRow<'a, DB>) -> diesel::deserialize::Result<Self> {
+        DB::read_big_int(row, "n").map(|n| ReadOnlyRow(n != 0))
+    }
+}
