@@ -59,7 +59,7 @@ fn args() -> Result<Args, BoxError> {
         direct: std::env::var("PG_DATABASE_URL")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into()),
         pooler: std::env::var("SLOTTED_PGBOUNCER_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:34900/test".into()),
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:21900/test".into()),
         seconds: 5.0,
         writers: 16,
         hold: Duration::from_millis(2),
