@@ -277,6 +277,15 @@ pub(crate) fn is_sqlite_overflow(e: &diesel::result::Error) -> bool {
 }
 
 pub(crate) fn database_error(spec: &CounterSpec, source: diesel::result::Error) -> Error {
+    if crate::error::is_statement_name_error(&source)
+        && crate::pooling::get() == crate::pooling::Pooling::Session
+    {
+        return Error::TransactionPooler {
+            counter: spec.qualified_name(),
+            table: spec.table,
+            source,
+        };
+    }
     if crate::error::is_read_only(&source) {
         return Error::ReadOnlyServer {
             counter: spec.qualified_name(),

@@ -212,6 +212,27 @@ pub enum Error {
         source: diesel::result::Error,
     },
 
+    /// A statement of slotted's found its prepared statement missing, or its name taken, on the
+    /// server session: a transaction-mode pooler (PgBouncer's `pool_mode = transaction`) sits in
+    /// front of PostgreSQL, and this process does not say so. Set
+    /// `slotted_core::pooling::set(Pooling::Transaction)` at start-up (and see
+    /// `docs/guide/pgbouncer.md` for your own queries). Nothing of this statement ran; earlier
+    /// statements may have run under another statement's name.
+    #[error(
+        "counter `{counter}` (table `{table}`): {source}: PostgreSQL is behind a transaction-mode \
+         pooler (PgBouncer's pool_mode = transaction?); call \
+         slotted_core::pooling::set(Pooling::Transaction) at start-up"
+    )]
+    TransactionPooler {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The counter's table.
+        table: &'static str,
+        /// The server's error.
+        #[source]
+        source: diesel::result::Error,
+    },
+
     /// The connection was lost while a transaction's `COMMIT` was in flight: the transaction may
     /// or may not have been committed. Running it again may count it twice. After a failover,
     /// the new primary has it exactly when the old one committed it (with a synchronous standby).
@@ -295,3 +316,11 @@ pub(crate) fn is_read_only(e: &diesel::result::Error) -> bool {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Whether `e` is a prepared statement missing (`26000`) or its name taken (`42P05`) on the
+/// server session: what a transaction-mode pooler does to named statements.
+pub(crate) fn is_statement_name_error(e: &diesel::result::Error) -> bool {
+    matches!(e, diesel::result::Error::DatabaseError(_, info)
+        if info.message().starts_with("prepared statement")
+            && (info.message().ends_with("does not exist") || info.message().ends_with("already exists")))
+}

@@ -2,7 +2,7 @@
 //! a new connection when the server went away or cannot write, and never run again when the
 //! outcome of a `COMMIT` is unknown.
 //!
-//! [`transaction_with_retry`](crate::retry::transaction_with_retry) reruns a transaction on the
+//! [`transaction_with_retry`] reruns a transaction on the
 //! connection it was given, which is right for a deadlock and useless when that connection's
 //! server is gone. Here each attempt takes a connection from the pool. An error that says
 //! nothing was committed and the connection is unusable ([`Failure::Reconnect`]: the connection
@@ -25,7 +25,7 @@ use crate::exec::Exec;
 use crate::retry::{transaction_with_retry, Retried, RetryPolicy, Retryable};
 
 /// Runs `f` in a transaction on a connection of `pool`, as
-/// [`transaction_with_retry`](crate::retry::transaction_with_retry) does, and again on a new
+/// [`transaction_with_retry`] does, and again on a new
 /// connection after an error whose [`Retryable::failure`] is [`Failure::Reconnect`], up to
 /// `policy.max_retries` times in all. `retries` in the result counts every rerun.
 ///

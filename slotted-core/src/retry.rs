@@ -100,6 +100,7 @@ impl Error {
                 Failure::OutcomeUnknown
             }
             Error::ReadOnlyServer { .. } => Failure::Reconnect,
+            Error::TransactionPooler { source, .. } => diesel_failure(source),
             Error::Database { source, .. } | Error::Diesel(source) => diesel_failure(source),
             Error::MaintenanceStopped { source, .. } => source.failure(),
             Error::Pool(_) => Failure::Reconnect,
@@ -161,9 +162,7 @@ impl Retryable for DieselError {
                 ]
                 .iter()
                 .any(|m| message.contains(m))
-                    || (message.starts_with("prepared statement")
-                        && (message.ends_with("already exists")
-                            || message.ends_with("does not exist")))
+                    || crate::error::is_statement_name_error(self)
             }
             _ => false,
         }
@@ -181,7 +180,9 @@ impl Retryable for DieselError {
 impl Retryable for Error {
     fn is_retryable(&self) -> bool {
         match self {
-            Error::Database { source, .. } | Error::Diesel(source) => source.is_retryable(),
+            Error::Database { source, .. }
+            | Error::Diesel(source)
+            | Error::TransactionPooler { source, .. } => source.is_retryable(),
             Error::MaintenanceStopped { source, .. } => source.is_retryable(),
             _ => false,
         }

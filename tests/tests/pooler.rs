@@ -633,3 +633,87 @@ fn the_connection_strategy_spreads_over_the_poolers_server_sessions() {
         "slots written {written:?} are those of the server sessions' PIDs {session_slots:?}"
     );
 }
+
+/// Without `Pooling::Transaction` behind the pooler, the failures name the setting to change:
+/// run in a second process (the setting is process-wide), sync writers with Diesel's cache on
+/// (named statements), as a user who did not read the guide would.
+#[test]
+fn without_the_setting_the_errors_name_it() {
+    let test = "pooler_unset";
+    let Some((_db, url)) = set_up(test) else {
+        return;
+    };
+    let child = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .args([
+            "session_mode_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("SLOTTED_POOLER_SECOND_PROCESS_URL", &url)
+        .output()
+        .expect("run the second process");
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success(),
+        "the second process failed:\n{stdout}"
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("errors "))
+        .unwrap_or_else(|| panic!("the second process printed no errors line:\n{stdout}"));
+    let (named, others) = line.split_once(' ').expect("two counts");
+    assert!(
+        named.parse::<u64>().unwrap() > 0,
+        "no error named the setting: {stdout}"
+    );
+    assert_eq!(
+        others, "0",
+        "every such failure names the setting: {stdout}"
+    );
+}
+
+/// Run by `without_the_setting_the_errors_name_it`.
+#[test]
+#[ignore = "run by without_the_setting_the_errors_name_it"]
+fn session_mode_process() {
+    let url = std::env::var("SLOTTED_POOLER_SECOND_PROCESS_URL")
+        .expect("started by without_the_setting_the_errors_name_it");
+    pooling::set(Pooling::Session);
+    let pool = diesel::r2d2::Pool::builder()
+        .max_size(WRITERS as u32)
+        .test_on_check_out(false)
+        .build(diesel::r2d2::ConnectionManager::<PgConnection>::new(&url))
+        .expect("an r2d2 pool through the pooler");
+    let (named, others) = std::thread::scope(|s| {
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let pool = &pool;
+                s.spawn(move || {
+                    let (mut named, mut others) = (0_u64, 0_u64);
+                    for i in 0..CALLS {
+                        let (counter, record, _) = plan(w, i);
+                        let mut conn = pool.get().expect("a pooled connection");
+                        let result = if counter == "likes" {
+                            Post::likes_of(record).increment(&mut *conn)
+                        } else {
+                            Post::views_of(record).increment(&mut *conn)
+                        };
+                        match result {
+                            Ok(()) => {}
+                            Err(slotted_core::Error::TransactionPooler { .. }) => named += 1,
+                            Err(e) if e.to_string().contains("prepared statement") => others += 1,
+                            Err(_) => {}
+                        }
+                    }
+                    (named, others)
+                })
+            })
+            .collect();
+        writers
+            .into_iter()
+            .map(|w| w.join().expect("a writer"))
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+    });
+    println!("errors {named} {others}");
+}

@@ -141,8 +141,8 @@ const NAME_CLASH_RETRIES: u32 = 3;
 /// afresh. (Left there by a client that prepared a named statement outside a transaction, as
 /// diesel-async does for every statement.)
 fn is_statement_name_clash(e: &diesel::result::Error) -> bool {
-    matches!(e, diesel::result::Error::DatabaseError(_, info)
-        if info.message().starts_with("prepared statement") && info.message().ends_with("already exists"))
+    crate::error::is_statement_name_error(e)
+        && matches!(e, diesel::result::Error::DatabaseError(_, info) if info.message().ends_with("already exists"))
 }
 
 /// The transaction [`AsyncExec`] opens around one statement (see `needs_own_transaction`).
