@@ -57,7 +57,7 @@ use diesel::sql_types::{BigInt, Integer, SmallInt};
 use diesel_migrations::MigrationHarness;
 use slotted_core::{retry::Retryable, CounterMigrations, SlottedCounter};
 use slotted_examples::chart::{throughput_chart, Series};
-use slotted_examples::BoxError;
+use slotted_examples::{with_database, BoxError};
 
 #[derive(SlottedCounter)]
 #[diesel(table_name = clips)]
@@ -152,21 +152,6 @@ fn options() -> Result<Options, BoxError> {
         return Err("--slots: 1 to 16 (the library's modes have 16)".into());
     }
     Ok(o)
-}
-
-/// `url` with its database replaced by `db`.
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let base = &base[..base
-        .rfind('/')
-        .filter(|&i| i > base.find("://").map_or(0, |j| j + 2))
-        .unwrap_or(base.len())];
-    match query {
-        Some(q) => format!("{base}/{db}?{q}"),
-        None => format!("{base}/{db}"),
-    }
 }
 
 #[derive(QueryableByName)]
@@ -472,7 +457,8 @@ mod maintenance {
     use slotted_examples::BoxError;
     use slotted_tests::TestConnection;
 
-    use super::{clips_random_likes_slots, with_database, Clip, Options};
+    use super::{clips_random_likes_slots, Clip, Options};
+    use slotted_examples::with_database;
 
     pub fn main(o: &Options) -> Result<(), BoxError> {
         if o.urls[0].starts_with("postgres") {

@@ -22,23 +22,10 @@ use diesel::prelude::*;
 use diesel_migrations::MigrationHarness;
 use slotted_core::failover::transaction_with_failover;
 use slotted_core::retry::RetryPolicy;
-use slotted_core::{CounterMigrations, Failure, SlottedCounter};
+use slotted_core::{CounterMigrations, Failure};
 use slotted_examples::anchors::{pgbench_with, Target};
-use slotted_examples::BoxError;
-
-diesel::table! {
-    bench_private (id) {
-        id -> Integer,
-    }
-}
-
-/// One slot per record, each writer on its own record: the statements the pgbench anchor runs.
-#[derive(Debug, SlottedCounter)]
-#[diesel(table_name = bench_private)]
-#[slotted(counter = hits, slots = 1)]
-struct Private {
-    id: i32,
-}
+use slotted_examples::private::Private;
+use slotted_examples::{with_database, BoxError};
 
 const DATABASE: &str = "slotted_bench_failover";
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/patroni");
@@ -103,18 +90,6 @@ fn patroni(args: &[&str]) -> Result<String, BoxError> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// `url` with its database replaced (the URL may list several hosts).
-fn on_database(url: &str, database: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let base = &base[..base.rfind('/').expect("a database URL")];
-    match query {
-        Some(q) => format!("{base}/{database}?{q}"),
-        None => format!("{base}/{database}"),
-    }
-}
-
 #[derive(QueryableByName)]
 struct N {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
@@ -128,7 +103,7 @@ fn query_i64(conn: &mut PgConnection, sql: &str) -> Result<i64, BoxError> {
 /// A fresh database on the cluster, replayed by every node before it is used (libpq stops at a
 /// standby that refuses the connection for a database it has not replayed yet).
 fn prepare(url: &str) -> Result<String, BoxError> {
-    let mut admin = PgConnection::establish(&on_database(url, "postgres"))?;
+    let mut admin = PgConnection::establish(&with_database(url, "postgres"))?;
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)"))?;
     admin.batch_execute(&format!("CREATE DATABASE {DATABASE}"))?;
     let (prefix, rest) = url.split_once('@').ok_or("user@hosts in the URL")?;
@@ -149,7 +124,7 @@ fn prepare(url: &str) -> Result<String, BoxError> {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    let url = on_database(url, DATABASE);
+    let url = with_database(url, DATABASE);
     let mut conn = PgConnection::establish(&url)?;
     conn.run_pending_migrations(CounterMigrations::of::<Private>())?;
     conn.batch_execute(
@@ -361,7 +336,7 @@ fn main() -> Result<(), BoxError> {
 
     // Staleness of the synchronous standby's totals under the writers.
     let replica = patroni(&["replica-url"])?;
-    let replica = on_database(&replica, DATABASE);
+    let replica = with_database(&replica, DATABASE);
     let mut lags = Vec::new();
     writers(&url, &args, Duration::ZERO, |_| {
         let (Ok(mut primary), Ok(mut standby)) = (
@@ -417,14 +392,7 @@ fn main() -> Result<(), BoxError> {
                 };
                 std::thread::sleep(Duration::from_secs(8));
             })?;
-            let mut times = seen.acked_at.clone();
-            times.sort();
-            let gap = times
-                .windows(2)
-                .filter(|w| w[1] > event_at)
-                .map(|w| w[1] - w[0])
-                .max()
-                .unwrap_or_default();
+            let gap = slotted_tests::longest_pause(&seen.acked_at, event_at).unwrap_or_default();
             let (lost, extra) = lost(&url, &seen)?;
             if extra != 0 || seen.errors != 0 {
                 return Err(format!(
@@ -449,7 +417,7 @@ fn main() -> Result<(), BoxError> {
         std::fs::write(&path, &out)?;
         eprintln!("saved {path}");
     }
-    PgConnection::establish(&on_database(&args.url, "postgres"))?
+    PgConnection::establish(&with_database(&args.url, "postgres"))?
         .batch_execute(&format!("DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)"))?;
     Ok(())
 }

@@ -26,23 +26,10 @@ use diesel_async::pooled_connection::AsyncDieselConnectionManager;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use diesel_migrations::MigrationHarness;
 use slotted_core::pooling::{self, Pooling};
-use slotted_core::{CounterMigrations, SlottedCounter};
+use slotted_core::CounterMigrations;
 use slotted_examples::anchors::{pgbench_with, Target};
-use slotted_examples::BoxError;
-
-diesel::table! {
-    bench_private (id) {
-        id -> Integer,
-    }
-}
-
-/// One slot: the statement is the pgbench anchor's private-row upsert, slot 0.
-#[derive(Debug, SlottedCounter)]
-#[diesel(table_name = bench_private)]
-#[slotted(counter = hits, slots = 1)]
-struct Private {
-    id: i32,
-}
+use slotted_examples::private::Private;
+use slotted_examples::{with_database, BoxError};
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -82,25 +69,13 @@ fn args() -> Result<Args, BoxError> {
     Ok(args)
 }
 
-/// `url` with its database replaced by `database`.
-fn on_database(url: &str, database: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let base = &base[..base.rfind('/').expect("a database URL")];
-    match query {
-        Some(q) => format!("{base}/{database}?{q}"),
-        None => format!("{base}/{database}"),
-    }
-}
-
 const DATABASE: &str = "slotted_bench_pooler";
 
 fn prepare(direct: &str) -> Result<(), BoxError> {
     let mut admin = PgConnection::establish(direct)?;
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)"))?;
     admin.batch_execute(&format!("CREATE DATABASE {DATABASE}"))?;
-    let mut conn = PgConnection::establish(&on_database(direct, DATABASE))?;
+    let mut conn = PgConnection::establish(&with_database(direct, DATABASE))?;
     conn.run_pending_migrations(CounterMigrations::of::<Private>())?;
     conn.batch_execute(
         "CREATE TABLE bench_events (id BIGSERIAL PRIMARY KEY, writer INTEGER NOT NULL)",
@@ -137,7 +112,7 @@ fn committed_increments(direct: &str) -> Result<i64, BoxError> {
         #[diesel(sql_type = diesel::sql_types::BigInt)]
         n: i64,
     }
-    let mut conn = PgConnection::establish(&on_database(direct, DATABASE))?;
+    let mut conn = PgConnection::establish(&with_database(direct, DATABASE))?;
     Ok(diesel::sql_query(
         "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS n FROM bench_private_hits_slots",
     )
@@ -174,13 +149,7 @@ fn sync_run(url: &str, args: &Args, business: bool) -> Result<Run, BoxError> {
                         } else {
                             Private::hits_of(id).increment(&mut *conn)
                         };
-                        match result {
-                            Ok(()) => {
-                                done += 1;
-                                latencies.push(t.elapsed().as_secs_f64() * 1e3);
-                            }
-                            Err(_) => errors += 1,
-                        }
+                        tally(&mut done, &mut errors, &mut latencies, t, result);
                     }
                     (done, errors, latencies)
                 })
@@ -201,6 +170,23 @@ impl diesel::r2d2::CustomizeConnection<PgConnection, diesel::r2d2::Error> for No
     fn on_acquire(&self, conn: &mut PgConnection) -> Result<(), diesel::r2d2::Error> {
         conn.set_prepared_statement_cache_size(CacheSize::Disabled);
         Ok(())
+    }
+}
+
+/// One call's outcome: counted with its latency, or as an error.
+fn tally(
+    done: &mut u64,
+    errors: &mut u64,
+    latencies: &mut Vec<f64>,
+    started: Instant,
+    result: Result<(), slotted_core::Error>,
+) {
+    match result {
+        Ok(()) => {
+            *done += 1;
+            latencies.push(started.elapsed().as_secs_f64() * 1e3);
+        }
+        Err(_) => *errors += 1,
     }
 }
 
@@ -254,13 +240,7 @@ async fn async_run(url: &str, args: &Args, business: bool, behind: bool) -> Resu
                 } else {
                     Private::hits_of(id).increment_async(&mut conn).await
                 };
-                match result {
-                    Ok(()) => {
-                        done += 1;
-                        latencies.push(t.elapsed().as_secs_f64() * 1e3);
-                    }
-                    Err(_) => errors += 1,
-                }
+                tally(&mut done, &mut errors, &mut latencies, t, result);
             }
             (done, errors, latencies)
         });
@@ -275,8 +255,8 @@ async fn async_run(url: &str, args: &Args, business: bool, behind: bool) -> Resu
 fn main() -> Result<(), BoxError> {
     let args = args()?;
     prepare(&args.direct)?;
-    let direct = on_database(&args.direct, DATABASE);
-    let pooler = on_database(&args.pooler, DATABASE);
+    let direct = with_database(&args.direct, DATABASE);
+    let pooler = with_database(&args.pooler, DATABASE);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -6,6 +6,7 @@ pub mod anchors;
 pub mod chart;
 #[cfg(feature = "async")]
 pub mod hold;
+pub mod private;
 #[cfg(feature = "async")]
 pub mod web;
 
@@ -33,6 +34,21 @@ pub struct Video {
     pub id: i64,
     /// The title.
     pub title: String,
+}
+
+/// `url` with its database replaced by `db` (the URL may list several hosts, and have a query).
+pub fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let base = &base[..base
+        .rfind('/')
+        .filter(|&i| i > base.find("://").map_or(0, |j| j + 2))
+        .unwrap_or(base.len())];
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
 }
 
 /// The boxed error the examples return.

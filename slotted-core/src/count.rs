@@ -65,24 +65,28 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
         key: format!("{key:?}"),
         delta,
     };
+    // The connection is marked broken: pools discard it instead of handing it out again.
+    let mut unknown = |reason: String| {
+        exec.mark_broken();
+        Err(Error::OutcomeUnknown {
+            counter: spec.qualified_name(),
+            table: spec.table,
+            key: format!("{key:?}"),
+            delta,
+            reason,
+        })
+    };
     match outcome {
         // MySQL and MariaDB report 1 (inserted) or 2 (updated) for this upsert, and 1 for the
         // UPDATE of a pre-created row (found rows: Diesel and diesel-async both ask for them);
         // their overflow is error 1690. A 0 is another statement's reply: the connection is out
         // of step with the server, and this write's fate is unknown.
-        Ok(0) if E::Backend::DIALECT == Dialect::Mysql => {
-            exec.mark_broken();
-            Err(Error::OutcomeUnknown {
-                counter: spec.qualified_name(),
-                table: spec.table,
-                key: format!("{key:?}"),
-                delta,
-                reason: "the server reported 0 rows affected, which it never reports for this \
-                         upsert, so the reply belongs to another statement (a query cut off \
-                         earlier on this connection left it out of step)"
-                    .into(),
-            })
-        }
+        Ok(0) if E::Backend::DIALECT == Dialect::Mysql => unknown(
+            "the server reported 0 rows affected, which it never reports for this upsert, so the \
+             reply belongs to another statement (a query cut off earlier on this connection left \
+             it out of step)"
+                .into(),
+        ),
         // PostgreSQL and SQLite: the overflow guard let no row be updated.
         Ok(0) => Err(overflow()),
         Ok(_) => {
@@ -90,16 +94,9 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
             Ok(())
         }
         Err(e) if E::Backend::DIALECT == Dialect::Mysql && is_mysql_overflow(&e) => Err(overflow()),
-        Err(e) if autocommit && crate::error::is_connection_lost(&e) => {
-            exec.mark_broken();
-            Err(Error::OutcomeUnknown {
-                counter: spec.qualified_name(),
-                table: spec.table,
-                key: format!("{key:?}"),
-                delta,
-                reason: format!("the connection was lost with the write in flight ({e})"),
-            })
-        }
+        Err(e) if autocommit && crate::error::is_connection_lost(&e) => unknown(format!(
+            "the connection was lost with the write in flight ({e})"
+        )),
         Err(source) => Err(database_error(spec, source)),
     }
 }

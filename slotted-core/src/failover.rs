@@ -16,6 +16,9 @@
 //! the primary) and use [`RetryPolicy::failover`], which waits out a failover of up to about
 //! 30 s.
 
+use std::ops::ControlFlow;
+use std::time::Duration;
+
 use diesel::result::Error as DieselError;
 
 use crate::buffer::ConnectionPool;
@@ -75,19 +78,9 @@ where
                 outcome
             }
         };
-        match outcome {
-            Ok(done) => {
-                return Ok(Retried {
-                    value: done.value,
-                    retries: retries + done.retries,
-                })
-            }
-            Err(e) if e.failure() == Failure::Reconnect && reconnects < policy.max_retries => {
-                std::thread::sleep(policy.backoff(reconnects));
-                reconnects += 1;
-                retries += 1;
-            }
-            Err(e) => return Err(e),
+        match next(outcome, policy, &mut reconnects, &mut retries) {
+            ControlFlow::Break(done) => return done,
+            ControlFlow::Continue(pause) => std::thread::sleep(pause),
         }
     }
 }
@@ -122,20 +115,34 @@ where
                 outcome
             }
         };
-        match outcome {
-            Ok(done) => {
-                return Ok(Retried {
-                    value: done.value,
-                    retries: retries + done.retries,
-                })
-            }
-            Err(e) if e.failure() == Failure::Reconnect && reconnects < policy.max_retries => {
-                tokio::time::sleep(policy.backoff(reconnects)).await;
-                reconnects += 1;
-                retries += 1;
-            }
-            Err(e) => return Err(e),
+        match next(outcome, policy, &mut reconnects, &mut retries) {
+            ControlFlow::Break(done) => return done,
+            ControlFlow::Continue(pause) => tokio::time::sleep(pause).await,
         }
+    }
+}
+
+/// After an attempt: its result to return, or the pause before the next attempt (after
+/// [`Failure::Reconnect`], while `policy` allows another). `retries` counts every rerun, those
+/// of the attempts' own `transaction_with_retry` included.
+fn next<T, E: Retryable>(
+    outcome: Result<Retried<T>, E>,
+    policy: &RetryPolicy,
+    reconnects: &mut u32,
+    retries: &mut u32,
+) -> ControlFlow<Result<Retried<T>, E>, Duration> {
+    match outcome {
+        Ok(done) => ControlFlow::Break(Ok(Retried {
+            value: done.value,
+            retries: *retries + done.retries,
+        })),
+        Err(e) if e.failure() == Failure::Reconnect && *reconnects < policy.max_retries => {
+            let pause = policy.backoff(*reconnects);
+            *reconnects += 1;
+            *retries += 1;
+            ControlFlow::Continue(pause)
+        }
+        Err(e) => ControlFlow::Break(Err(e)),
     }
 }
 

@@ -700,6 +700,23 @@ pub fn pool<C: TestConnection + diesel::r2d2::R2D2Connection>(
         .expect("a pool")
 }
 
+/// The longest stretch without an acknowledged write that ends after `event`: how long writes
+/// stopped around a failover, as the writers saw it (`acked_at`: when each write returned, in
+/// any order). The last writes on the old primary may be acknowledged just after the event, so
+/// the stretch is looked for, not taken from the event on. `None` without a write after it.
+pub fn longest_pause(
+    acked_at: &[std::time::Instant],
+    event: std::time::Instant,
+) -> Option<std::time::Duration> {
+    let mut times = acked_at.to_vec();
+    times.sort();
+    times
+        .windows(2)
+        .filter(|w| w[1] > event)
+        .map(|w| w[1] - w[0])
+        .max()
+}
+
 /// A tiny deterministic generator per thread (xorshift): reproducible workloads.
 pub struct Dice(pub u64);
 

@@ -260,15 +260,7 @@ fn under_load(url: &str, event: impl FnOnce()) -> (Tally, Duration, Instant) {
         compactor.join().expect("the compactor");
         tally
     });
-    // The writers' outage: the longest stretch without any acknowledged write from the event
-    // on (the last writes on the old primary may be acknowledged just after the event).
-    let mut times: Vec<Instant> = tally.acked_at.clone();
-    times.sort();
-    let gap = times
-        .windows(2)
-        .filter(|w| w[1] > event_at)
-        .map(|w| w[1] - w[0])
-        .max()
+    let gap = slotted_tests::longest_pause(&tally.acked_at, event_at)
         .expect("writes acknowledged after the event");
     (tally, gap, event_at)
 }

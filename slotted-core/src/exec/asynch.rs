@@ -32,6 +32,27 @@ where
 {
 }
 
+/// Runs `$run(conn)` (a statement) in a transaction of its own on `$conn`, and again, up to
+/// [`NAME_CLASH_RETRIES`] times, when its prepare clashed with a name another client left on the
+/// server session (`is_statement_name_clash`). A macro: a closure returning a future that borrows
+/// the connection cannot be written as a plain function's argument in a `Send` future.
+macro_rules! in_own_transactions {
+    ($conn:expr, |$c:ident| $run:expr) => {{
+        let mut attempt = 0;
+        loop {
+            let mut tx = OwnTransaction::begin(&mut *$conn).await?;
+            let $c = &mut *tx.conn;
+            let result = $run.await;
+            match tx.end(result).await {
+                Err(e) if is_statement_name_clash(&e) && attempt < NAME_CLASH_RETRIES => {
+                    attempt += 1;
+                }
+                done => break done,
+            }
+        }
+    }};
+}
+
 /// [`Exec`] on a diesel-async connection.
 pub(crate) struct AsyncExec<'c, C>(pub &'c mut C);
 
@@ -44,19 +65,9 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
     ) -> BoxFuture<'a, QueryResult<usize>> {
         if self.needs_own_transaction() {
             let conn = &mut *self.0;
-            return Box::pin(async move {
-                let mut attempt = 0;
-                loop {
-                    let mut tx = OwnTransaction::begin(conn).await?;
-                    let result = Run(&statement).execute(&mut *tx.conn).await;
-                    match tx.end(result).await {
-                        Err(e) if is_statement_name_clash(&e) && attempt < NAME_CLASH_RETRIES => {
-                            attempt += 1;
-                        }
-                        done => return done,
-                    }
-                }
-            });
+            return Box::pin(
+                async move { in_own_transactions!(conn, |c| Run(&statement).execute(c)) },
+            );
         }
         Box::pin(Run(statement).execute(self.0))
     }
@@ -69,17 +80,7 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
         if self.needs_own_transaction() {
             let conn = &mut *self.0;
             return Box::pin(async move {
-                let mut attempt = 0;
-                loop {
-                    let mut tx = OwnTransaction::begin(conn).await?;
-                    let result = Run(&statement).load::<U>(&mut *tx.conn).await;
-                    match tx.end(result).await {
-                        Err(e) if is_statement_name_clash(&e) && attempt < NAME_CLASH_RETRIES => {
-                            attempt += 1;
-                        }
-                        done => return done,
-                    }
-                }
+                in_own_transactions!(conn, |c| Run(&statement).load::<U>(c))
             });
         }
         Box::pin(Run(statement).load::<U>(self.0))
