@@ -48,7 +48,9 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
     // Outside a transaction the write commits with its statement: lost with it, its outcome is
     // unknown. Inside one, the transaction is lost with the connection, and nothing of it was
     // committed (`Failure::Reconnect`).
-    let autocommit = !exec.in_transaction();
+    // Not asked on SQLite, which loses no connection, and whose async wrapper panics when its
+    // state is read while a cut-off call still holds the connection on its blocking thread.
+    let autocommit = E::Backend::DIALECT != Dialect::Sqlite && !exec.in_transaction();
     let outcome = if spec.prefill {
         match exec.execute(UpdateSlot(statement)).await {
             // No pre-created row (or, on PostgreSQL and SQLite, an overflow): the upsert

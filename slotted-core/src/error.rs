@@ -39,13 +39,18 @@ pub enum Error {
         delta: i64,
     },
 
-    /// The database answered the write with a reply that cannot be its own: MySQL and MariaDB
-    /// reported no row affected by an upsert, which they never do for it (an overflow is error
-    /// 1690 there, reported as [`Error::Overflow`]). The reply belongs to another statement: the
-    /// connection is out of step with its server, typically because a query on it was cut off
-    /// (a dropped future) before its reply was read. Whether this add was written is unknown, so
-    /// retrying it may count it twice. The connection is marked broken: a pool (r2d2, bb8,
-    /// deadpool) discards it instead of handing it out again.
+    /// Whether this add was written is unknown, so retrying it may count it twice. Two causes:
+    ///
+    /// - The database answered the write with a reply that cannot be its own: MySQL and MariaDB
+    ///   reported no row affected by an upsert, which they never do for it (an overflow is error
+    ///   1690 there, reported as [`Error::Overflow`]). The reply belongs to another statement: the
+    ///   connection is out of step with its server, typically because a query on it was cut off
+    ///   (a dropped future) before its reply was read.
+    /// - Outside a transaction, the connection was lost with the write in flight (a server
+    ///   crash, a failover): it may have been committed before the server went.
+    ///
+    /// The connection is marked broken: a pool (r2d2, bb8, deadpool) discards it instead of
+    /// handing it out again.
     #[error(
         "counter `{counter}` (table `{table}`): adding {delta} to key {key} may or may not have \
          been written: {reason}; the connection was marked broken, do not reuse it"
@@ -200,7 +205,9 @@ pub enum Error {
     /// connection to the primary (libpq and tokio-postgres find it with
     /// `target_session_attrs=read-write` in a multi-host URL).
     #[error(
-        "counter `{counter}` (table `{table}`): the server is read-only (a replica, or a primary          demoted by a failover), nothing was written; connect to the primary (for example with          `target_session_attrs=read-write`): {source}"
+        "counter `{counter}` (table `{table}`): the server is read-only (a replica, or a primary \
+         demoted by a failover), nothing was written; connect to the primary (for example with \
+         `target_session_attrs=read-write`): {source}"
     )]
     ReadOnlyServer {
         /// The counter, as `Model.counter`.
@@ -237,7 +244,8 @@ pub enum Error {
     /// or may not have been committed. Running it again may count it twice. After a failover,
     /// the new primary has it exactly when the old one committed it (with a synchronous standby).
     #[error(
-        "the connection was lost while COMMIT was in flight: the transaction may or may not have          been committed: {source}"
+        "the connection was lost while COMMIT was in flight: the transaction may or may not have \
+         been committed: {source}"
     )]
     CommitOutcomeUnknown {
         /// The error `COMMIT` got.
@@ -271,6 +279,9 @@ pub enum Failure {
 pub(crate) fn is_connection_lost(e: &diesel::result::Error) -> bool {
     use diesel::result::{DatabaseErrorKind, Error as DieselError};
     match e {
+        // A failed COMMIT that Diesel then tried to roll back (sync MySQL): the COMMIT's error
+        // says what happened.
+        DieselError::RollbackErrorOnCommit { commit_error, .. } => is_connection_lost(commit_error),
         DieselError::DatabaseError(
             DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
             _,
@@ -285,10 +296,13 @@ pub(crate) fn is_connection_lost(e: &diesel::result::Error) -> bool {
                 "the database system is starting up",
                 "the database system is in recovery mode",
                 "connection to server",
-                // MySQL and MariaDB: 2006, 2013, 1053.
+                // MySQL and MariaDB: 2006, 2013, 1053; mysql_async's I/O and driver errors as
+                // diesel-async reports them.
                 "server has gone away",
                 "Lost connection to",
                 "Server shutdown in progress",
+                "Input/output error",
+                "Connection to the server is closed",
             ]
             .iter()
             .any(|m| message.contains(m))

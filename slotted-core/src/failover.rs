@@ -27,10 +27,13 @@ use crate::exec::sync::SyncExec;
 use crate::exec::Exec;
 use crate::retry::{transaction_with_retry, Retried, RetryPolicy, Retryable};
 
-/// Runs `f` in a transaction on a connection of `pool`, as
-/// [`transaction_with_retry`] does, and again on a new
-/// connection after an error whose [`Retryable::failure`] is [`Failure::Reconnect`], up to
-/// `policy.max_retries` times in all. `retries` in the result counts every rerun.
+/// Runs `f` in a transaction on a connection of `pool`, as [`transaction_with_retry`] does
+/// (which reruns a rolled-back transaction on that connection up to `policy.max_retries`
+/// times), and again on a new connection after an error whose [`Retryable::failure`] is
+/// [`Failure::Reconnect`], up to `policy.max_retries` reconnections. `retries` in the result
+/// counts the reconnections and the reruns of the attempt that succeeded. The time it can take
+/// is the backoff pauses ([`RetryPolicy::failover`]: about 30 s) plus the pool's own wait for
+/// a connection on each attempt (r2d2's `connection_timeout`, 30 s by default).
 ///
 /// ```no_run
 /// # #[cfg(all(feature = "postgres", feature = "r2d2"))]

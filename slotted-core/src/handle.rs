@@ -132,10 +132,13 @@ impl<'k, T: CounterTable> Counter<'k, T> {
     /// Returns [`Error::Overflow`](crate::Error::Overflow) and writes nothing when the slot
     /// would leave `i64`, [`Error::InvalidKey`](crate::Error::InvalidKey) when the key cannot
     /// be stored exactly on this backend, [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown)
-    /// (on MySQL and MariaDB, and then the connection is marked broken) when the reply
-    /// cannot be this write's own, and [`Error::Database`](crate::Error::Database) for
-    /// anything the database refuses. Only `Overflow` and `InvalidKey` promise that nothing
-    /// was written.
+    /// (and then the connection is marked broken) when the reply cannot be this write's own
+    /// (MySQL and MariaDB) or the connection was lost with the write in flight outside a
+    /// transaction, [`Error::ReadOnlyServer`](crate::Error::ReadOnlyServer) on a standby,
+    /// [`Error::TransactionPooler`](crate::Error::TransactionPooler) behind a transaction pooler
+    /// that `slotted_core::pooling` was not told of, and
+    /// [`Error::Database`](crate::Error::Database) for anything else the database refuses.
+    /// Only `Overflow`, `InvalidKey` and `ReadOnlyServer` promise that nothing was written.
     pub fn add<C: CounterConnection>(&self, delta: i64, conn: &mut C) -> Result<()> {
         self.sync_call("add", conn, |exec| run_now(self.add_on(delta, exec)))
     }

@@ -221,7 +221,7 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// For [`transaction_with_failover`](crate::failover::transaction_with_failover): up to 40
-    /// reruns, backing off from 50 ms to at most 1 s, so about 30 s in all: a PostgreSQL failover
+    /// reruns, backing off from 50 ms to at most 1 s, so about 30 s of pauses: a PostgreSQL failover
     /// under Patroni takes 2–4 s after a crash and about its `ttl` (10–30 s) after a lost node.
     pub fn failover() -> Self {
         RetryPolicy {
@@ -492,6 +492,17 @@ mod tests {
             ),
             (
                 db(unknown, "Lost connection to server during query"),
+                Failure::Reconnect,
+            ),
+            (
+                db(unknown, "Input/output error: broken pipe"),
+                Failure::Reconnect,
+            ),
+            (
+                DieselError::RollbackErrorOnCommit {
+                    rollback_error: Box::new(db(unknown, "Lost connection to server during query")),
+                    commit_error: Box::new(db(unknown, "MySQL server has gone away")),
+                },
                 Failure::Reconnect,
             ),
             (

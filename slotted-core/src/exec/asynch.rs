@@ -160,10 +160,20 @@ struct OwnTransaction<'a, C: AsyncCounterConnection> {
 
 impl<'a, C: AsyncCounterConnection> OwnTransaction<'a, C> {
     async fn begin(conn: &'a mut C) -> QueryResult<Self> {
+        // No transaction is open here (`needs_own_transaction`), so a "broken" manager is one in
+        // error, or one whose `BEGIN`/`COMMIT` was cut off earlier: refuse, as pools do, rather
+        // than begin on it (diesel-async asserts against that in debug builds).
+        if C::TransactionManager::is_broken_transaction_manager(conn) {
+            return Err(diesel::result::Error::BrokenTransactionManager);
+        }
         // Open before `BEGIN` is sent: cut off while it is on the wire, the server may have
         // begun the transaction.
-        let tx = OwnTransaction { conn, open: true };
-        C::TransactionManager::begin_transaction(&mut *tx.conn).await?;
+        let mut tx = OwnTransaction { conn, open: true };
+        if let Err(e) = C::TransactionManager::begin_transaction(&mut *tx.conn).await {
+            // `BEGIN` answered with an error: no transaction, nothing to guard.
+            tx.open = false;
+            return Err(e);
+        }
         Ok(tx)
     }
 
