@@ -271,6 +271,73 @@ pub enum Failure {
     Other,
 }
 
+impl Error {
+    /// What this error says about the write: whether it may be run again, on which
+    /// connection, and whether its outcome is unknown. [`transaction_with_retry`] reruns
+    /// [`Failure::RolledBack`], [`failover::transaction_with_failover`] also
+    /// [`Failure::Reconnect`] on a new connection; neither reruns anything else.
+    ///
+    /// [`transaction_with_retry`]: crate::retry::transaction_with_retry
+    /// [`failover::transaction_with_failover`]: crate::failover::transaction_with_failover
+    pub fn failure(&self) -> Failure {
+        match self {
+            Error::OutcomeUnknown { .. } | Error::CommitOutcomeUnknown { .. } => {
+                Failure::OutcomeUnknown
+            }
+            Error::ReadOnlyServer { .. } => Failure::Reconnect,
+            Error::TransactionPooler { source, .. } => diesel_failure(source),
+            Error::Database { source, .. } | Error::Diesel(source) => diesel_failure(source),
+            Error::MaintenanceStopped { source, .. } => source.failure(),
+            Error::Pool(_) => Failure::Reconnect,
+            _ => Failure::Other,
+        }
+    }
+}
+
+/// [`Error::failure`] of a Diesel error met inside a transaction (or before any write).
+pub(crate) fn diesel_failure(e: &diesel::result::Error) -> Failure {
+    if is_rolled_back(e) {
+        Failure::RolledBack
+    } else if is_connection_lost(e) || is_read_only(e) {
+        Failure::Reconnect
+    } else {
+        Failure::Other
+    }
+}
+
+/// Whether `e` is a deadlock or a serialization failure: the database chose this transaction as
+/// the victim and rolled it back whole (PostgreSQL's `40P01`/`40001`, MySQL's and MariaDB's
+/// 1213, Galera's certification conflict, which Diesel reports as `Unknown` when `COMMIT` meets
+/// it).
+pub(crate) fn is_deadlock(e: &diesel::result::Error) -> bool {
+    use diesel::result::{DatabaseErrorKind, Error as DieselError};
+    match e {
+        DieselError::DatabaseError(DatabaseErrorKind::SerializationFailure, _) => true,
+        DieselError::DatabaseError(_, info) => {
+            let message = info.message();
+            message.contains("deadlock detected") || message.contains("Deadlock found")
+        }
+        _ => false,
+    }
+}
+
+/// Whether `e` rolled the whole transaction back, so that it may simply run again on the same
+/// connection ([`Failure::RolledBack`]): a deadlock or serialization failure, a lock (wait)
+/// timeout, SQLite's busy, or a prepared statement's name missing or taken behind a
+/// transaction pooler. The servers' messages are matched in English: Diesel exposes neither
+/// PostgreSQL's SQLSTATE nor MySQL's error number for them.
+pub(crate) fn is_rolled_back(e: &diesel::result::Error) -> bool {
+    let timed_out = matches!(e, diesel::result::Error::DatabaseError(_, info)
+        if [
+            "canceling statement due to lock timeout",
+            "Lock wait timeout exceeded",
+            "database is locked",
+        ]
+        .iter()
+        .any(|m| info.message().contains(m)));
+    is_deadlock(e) || timed_out || is_statement_name_error(e)
+}
+
 /// Whether `e` says the connection to the server is gone (or the server is going away).
 /// Diesel reports a lost libpq connection as `ClosedConnection` and diesel-async a
 /// tokio-postgres or mysql_async I/O error as `UnableToSendCommand`; the servers' own messages
@@ -337,4 +404,89 @@ pub(crate) fn is_statement_name_error(e: &diesel::result::Error) -> bool {
     matches!(e, diesel::result::Error::DatabaseError(_, info)
         if info.message().starts_with("prepared statement")
             && (info.message().ends_with("does not exist") || info.message().ends_with("already exists")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use diesel::result::{DatabaseErrorKind, Error as DieselError};
+
+    #[test]
+    fn failures_say_what_to_do_next() {
+        let db =
+            |kind, message: &str| DieselError::DatabaseError(kind, Box::new(message.to_owned()));
+        let unknown = DatabaseErrorKind::Unknown;
+        for (e, want) in [
+            (db(unknown, "deadlock detected"), Failure::RolledBack),
+            (
+                db(
+                    DatabaseErrorKind::SerializationFailure,
+                    "could not serialize",
+                ),
+                Failure::RolledBack,
+            ),
+            (
+                db(
+                    DatabaseErrorKind::ClosedConnection,
+                    "server closed the connection unexpectedly",
+                ),
+                Failure::Reconnect,
+            ),
+            (
+                db(DatabaseErrorKind::UnableToSendCommand, "connection closed"),
+                Failure::Reconnect,
+            ),
+            (
+                db(
+                    unknown,
+                    "terminating connection due to administrator command",
+                ),
+                Failure::Reconnect,
+            ),
+            (
+                db(
+                    DatabaseErrorKind::ReadOnlyTransaction,
+                    "cannot execute INSERT in a read-only transaction",
+                ),
+                Failure::Reconnect,
+            ),
+            (
+                db(unknown, "Lost connection to server during query"),
+                Failure::Reconnect,
+            ),
+            (
+                db(unknown, "Input/output error: broken pipe"),
+                Failure::Reconnect,
+            ),
+            (
+                DieselError::RollbackErrorOnCommit {
+                    rollback_error: Box::new(db(unknown, "Lost connection to server during query")),
+                    commit_error: Box::new(db(unknown, "MySQL server has gone away")),
+                },
+                Failure::Reconnect,
+            ),
+            (
+                db(DatabaseErrorKind::UniqueViolation, "duplicate key"),
+                Failure::Other,
+            ),
+        ] {
+            assert_eq!(Error::Diesel(e).failure(), want);
+        }
+        let lost = db(
+            DatabaseErrorKind::ClosedConnection,
+            "server closed the connection",
+        );
+        assert_eq!(
+            Error::CommitOutcomeUnknown { source: lost }.failure(),
+            Failure::OutcomeUnknown
+        );
+        let stopped = Error::MaintenanceStopped {
+            committed: Box::new(crate::reports::Committed::Deleted(0)),
+            source: Box::new(Error::Diesel(db(
+                unknown,
+                "the database system is shutting down",
+            ))),
+        };
+        assert_eq!(stopped.failure(), Failure::Reconnect);
+    }
 }

@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use diesel::result::Error as DieselError;
 
 use crate::error::{Error, Failure};
 
@@ -85,45 +85,6 @@ macro_rules! retried_transaction {
 }
 pub(crate) use retried_transaction;
 
-// `Error::failure` lives here, beside the retry rules it extends (error.rs is below them).
-impl Error {
-    /// What this error says about the write: whether it may be run again, on which
-    /// connection, and whether its outcome is unknown. [`transaction_with_retry`] reruns
-    /// [`Failure::RolledBack`], [`failover::transaction_with_failover`] also
-    /// [`Failure::Reconnect`] on a new connection; neither reruns anything else.
-    ///
-    /// [`transaction_with_retry`]: crate::retry::transaction_with_retry
-    /// [`failover::transaction_with_failover`]: crate::failover::transaction_with_failover
-    pub fn failure(&self) -> Failure {
-        match self {
-            Error::OutcomeUnknown { .. } | Error::CommitOutcomeUnknown { .. } => {
-                Failure::OutcomeUnknown
-            }
-            Error::ReadOnlyServer { .. } => Failure::Reconnect,
-            Error::TransactionPooler { source, .. } => diesel_failure(source),
-            Error::Database { source, .. } | Error::Diesel(source) => diesel_failure(source),
-            Error::MaintenanceStopped { source, .. } => source.failure(),
-            Error::Pool(_) => Failure::Reconnect,
-            _ => Failure::Other,
-        }
-    }
-}
-
-/// [`Error::failure`] of a Diesel error met inside a transaction (or before any write).
-pub(crate) fn diesel_failure(e: &diesel::result::Error) -> Failure {
-    use diesel::result::{DatabaseErrorKind, Error as DieselError};
-    if Retryable::is_retryable(e) {
-        return Failure::RolledBack;
-    }
-    match e {
-        DieselError::DatabaseError(DatabaseErrorKind::ReadOnlyTransaction, _) => Failure::Reconnect,
-        _ if crate::error::is_connection_lost(e) || crate::error::is_read_only(e) => {
-            Failure::Reconnect
-        }
-        _ => Failure::Other,
-    }
-}
-
 /// Whether an error means the whole transaction was rolled back and may simply run again.
 pub trait Retryable {
     /// True for deadlocks, serialization failures, lock (wait) timeouts and SQLite's busy.
@@ -149,23 +110,7 @@ pub trait Retryable {
 
 impl Retryable for DieselError {
     fn is_retryable(&self) -> bool {
-        match self {
-            DieselError::DatabaseError(DatabaseErrorKind::SerializationFailure, _) => true,
-            DieselError::DatabaseError(_, info) => {
-                let message = info.message();
-                [
-                    "deadlock detected",
-                    "canceling statement due to lock timeout",
-                    "Deadlock found",
-                    "Lock wait timeout exceeded",
-                    "database is locked",
-                ]
-                .iter()
-                .any(|m| message.contains(m))
-                    || crate::error::is_statement_name_error(self)
-            }
-            _ => false,
-        }
+        crate::error::is_rolled_back(self)
     }
 
     fn describe(&self) -> String {
@@ -173,7 +118,7 @@ impl Retryable for DieselError {
     }
 
     fn failure(&self) -> Failure {
-        diesel_failure(self)
+        crate::error::diesel_failure(self)
     }
 }
 
@@ -357,14 +302,7 @@ where
 /// lock is held for long and a rerun would wait as long again.
 pub(crate) fn lost_a_deadlock(e: &Error) -> bool {
     match e {
-        Error::Database { source, .. } | Error::Diesel(source) => match source {
-            DieselError::DatabaseError(DatabaseErrorKind::SerializationFailure, _) => true,
-            DieselError::DatabaseError(_, info) => {
-                let message = info.message();
-                message.contains("deadlock detected") || message.contains("Deadlock found")
-            }
-            _ => false,
-        },
+        Error::Database { source, .. } | Error::Diesel(source) => crate::error::is_deadlock(source),
         _ => false,
     }
 }
@@ -372,6 +310,7 @@ pub(crate) fn lost_a_deadlock(e: &Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use diesel::result::DatabaseErrorKind;
 
     #[test]
     fn backoff_doubles_is_capped_and_jittered() {
@@ -449,84 +388,5 @@ mod tests {
             reason: "0 rows affected".into(),
         };
         assert!(!unknown.is_retryable());
-    }
-
-    #[test]
-    fn failures_say_what_to_do_next() {
-        let db =
-            |kind, message: &str| DieselError::DatabaseError(kind, Box::new(message.to_owned()));
-        let unknown = DatabaseErrorKind::Unknown;
-        for (e, want) in [
-            (db(unknown, "deadlock detected"), Failure::RolledBack),
-            (
-                db(
-                    DatabaseErrorKind::SerializationFailure,
-                    "could not serialize",
-                ),
-                Failure::RolledBack,
-            ),
-            (
-                db(
-                    DatabaseErrorKind::ClosedConnection,
-                    "server closed the connection unexpectedly",
-                ),
-                Failure::Reconnect,
-            ),
-            (
-                db(DatabaseErrorKind::UnableToSendCommand, "connection closed"),
-                Failure::Reconnect,
-            ),
-            (
-                db(
-                    unknown,
-                    "terminating connection due to administrator command",
-                ),
-                Failure::Reconnect,
-            ),
-            (
-                db(
-                    DatabaseErrorKind::ReadOnlyTransaction,
-                    "cannot execute INSERT in a read-only transaction",
-                ),
-                Failure::Reconnect,
-            ),
-            (
-                db(unknown, "Lost connection to server during query"),
-                Failure::Reconnect,
-            ),
-            (
-                db(unknown, "Input/output error: broken pipe"),
-                Failure::Reconnect,
-            ),
-            (
-                DieselError::RollbackErrorOnCommit {
-                    rollback_error: Box::new(db(unknown, "Lost connection to server during query")),
-                    commit_error: Box::new(db(unknown, "MySQL server has gone away")),
-                },
-                Failure::Reconnect,
-            ),
-            (
-                db(DatabaseErrorKind::UniqueViolation, "duplicate key"),
-                Failure::Other,
-            ),
-        ] {
-            assert_eq!(Error::Diesel(e).failure(), want);
-        }
-        let lost = db(
-            DatabaseErrorKind::ClosedConnection,
-            "server closed the connection",
-        );
-        assert_eq!(
-            Error::CommitOutcomeUnknown { source: lost }.failure(),
-            Failure::OutcomeUnknown
-        );
-        let stopped = Error::MaintenanceStopped {
-            committed: Box::new(crate::reports::Committed::Deleted(0)),
-            source: Box::new(Error::Diesel(db(
-                unknown,
-                "the database system is shutting down",
-            ))),
-        };
-        assert_eq!(stopped.failure(), Failure::Reconnect);
     }
 }
