@@ -90,40 +90,13 @@ fn patroni(args: &[&str]) -> Result<String, BoxError> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-#[derive(QueryableByName)]
-struct N {
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    n: i64,
-}
-
-fn query_i64(conn: &mut PgConnection, sql: &str) -> Result<i64, BoxError> {
-    Ok(diesel::sql_query(sql).get_result::<N>(conn)?.n)
-}
-
-/// A fresh database on the cluster, replayed by every node before it is used (libpq stops at a
-/// standby that refuses the connection for a database it has not replayed yet).
+/// A fresh database on the cluster, replayed by every node before it is used
+/// (`slotted_tests::until_every_node_has`).
 fn prepare(url: &str) -> Result<String, BoxError> {
     let mut admin = PgConnection::establish(&with_database(url, "postgres"))?;
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)"))?;
     admin.batch_execute(&format!("CREATE DATABASE {DATABASE}"))?;
-    let (prefix, rest) = url.split_once('@').ok_or("user@hosts in the URL")?;
-    let hosts = rest.split('/').next().unwrap_or(rest);
-    for host in hosts.split(',') {
-        let node = format!("{prefix}@{host}/postgres?connect_timeout=2");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !PgConnection::establish(&node).is_ok_and(|mut c| {
-            query_i64(
-                &mut c,
-                &format!("SELECT COUNT(*) AS n FROM pg_database WHERE datname = '{DATABASE}'"),
-            )
-            .is_ok_and(|n| n == 1)
-        }) {
-            if Instant::now() > deadline {
-                return Err(format!("{host} has not replayed the new database in 30 s").into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+    slotted_tests::until_every_node_has(url, DATABASE)?;
     let url = with_database(url, DATABASE);
     let mut conn = PgConnection::establish(&url)?;
     conn.run_pending_migrations(CounterMigrations::of::<Private>())?;

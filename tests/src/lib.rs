@@ -259,6 +259,42 @@ pub fn cluster_databases(test: &str) -> Option<Vec<String>> {
     Some(urls.iter().map(|url| with_database(url, &name)).collect())
 }
 
+/// Waits, 30 s at most per node, until every host of the multi-host PostgreSQL `url` has
+/// replayed the creation of `database`. Needed before the URL names a database just created:
+/// libpq tries the hosts in order, and a standby that does not have the database yet refuses the
+/// connection (FATAL), which ends libpq's search instead of moving it to the next host. The
+/// database is known by the OID the primary gave it: a standby may still show an earlier
+/// database of the same name, whose drop it has not replayed yet.
+#[cfg(feature = "postgres")]
+pub fn until_every_node_has(url: &str, database: &str) -> Result<(), String> {
+    let (prefix, rest) = url.split_once('@').ok_or("user@hosts in the URL")?;
+    let hosts = rest.split(['/', '?']).next().unwrap_or(rest);
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let oid_of = |node: &str| -> Option<i64> {
+        let mut conn = diesel::PgConnection::establish(node).ok()?;
+        diesel::sql_query(format!(
+            "SELECT CAST(oid AS BIGINT) AS n FROM pg_database WHERE datname = '{database}' \
+             AND datconnlimit <> -2"
+        ))
+        .get_result::<Number>(&mut conn)
+        .ok()
+        .map(|r| r.n)
+    };
+    let primary = format!("{prefix}@{hosts}/postgres?{query}");
+    let oid = oid_of(&primary).ok_or_else(|| format!("the primary has no database {database}"))?;
+    for host in hosts.split(',') {
+        let node = format!("{prefix}@{host}/postgres?connect_timeout=2");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while oid_of(&node) != Some(oid) {
+            if std::time::Instant::now() > deadline {
+                return Err(format!("node {host} has no database {database} after 30 s"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    Ok(())
+}
+
 /// A fresh database for `test` on the PostgreSQL cluster run by `scripts/patroni`, whose
 /// multi-host read-write URL is in `SLOTTED_PATRONI_URL` (`scripts/patroni url`), with every
 /// test model's counter tables, and its URL (still multi-host and read-write); `None` (skip)
@@ -270,32 +306,12 @@ pub fn patroni_database(test: &str) -> Option<String> {
         &format!("patroni_{test}"),
         " WITH (FORCE)",
     )?;
-    // Every node must have replayed the new database before the multi-host URL is used: libpq
-    // tries the hosts in order, and a standby that does not have the database yet refuses the
-    // connection (FATAL), which ends libpq's search instead of moving it to the next host.
-    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
-    let (prefix, rest) = base.split_once('@').expect("user@hosts in the URL");
-    let (hosts, name) = rest.rsplit_once('/').expect("a database in the URL");
-    for host in hosts.split(',') {
-        let node = format!("{prefix}@{host}/postgres?connect_timeout=2");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            let replayed = diesel::PgConnection::establish(&node).is_ok_and(|mut c| {
-                c.query_i64(&format!(
-                    "SELECT COUNT(*) AS n FROM pg_database WHERE datname = '{name}'"
-                )) == 1
-            });
-            if replayed {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "node {host} has no database {name} after 30 s"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
-    let _ = query;
+    let (_, database) = url
+        .split('?')
+        .next()
+        .and_then(|base| base.rsplit_once('/'))
+        .expect("a database in the URL");
+    until_every_node_has(&url, database).unwrap_or_else(|e| panic!("{e}"));
     let mut conn = <diesel::PgConnection as TestConnection>::open(&url);
     conn.run_pending_migrations(all_migrations())
         .expect("run the counter migrations on the cluster");
