@@ -569,8 +569,9 @@ fn cut_offs_through_the_pooler_leave_nothing_half_done() {
 }
 
 /// Behind the pooler, the writers that contend are its server sessions, not the clients: the
-/// `connection` strategy's slot is the server session's `pg_backend_pid() % slots`, so 16 client
-/// connections over 8 server sessions write only to the slots of those sessions' PIDs.
+/// `connection` strategy's writer index belongs to the server session (an advisory lock and a
+/// session setting of its own), so 16 client connections over 8 server sessions write to the
+/// slots of the indices those sessions hold, one each, all distinct.
 #[test]
 fn the_connection_strategy_spreads_over_the_poolers_server_sessions() {
     use slotted_tests::models::Reaction;
@@ -603,20 +604,25 @@ fn the_connection_strategy_spreads_over_the_poolers_server_sessions() {
         }
     });
     #[derive(diesel::QueryableByName)]
-    struct Pid {
+    struct Held {
         #[diesel(sql_type = diesel::sql_types::Integer)]
         pid: i32,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        idx: i64,
     }
-    let sessions: Vec<Pid> = diesel::RunQueryDsl::load(
+    // The writer indices the server sessions hold (slotted_core's INDEX_LOCK_CLASS, 'slot').
+    let held: Vec<Held> = diesel::RunQueryDsl::load(
         diesel::sql_query(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
-             AND pid <> pg_backend_pid()",
+            "SELECT pid, CAST(objid AS BIGINT) AS idx FROM pg_locks WHERE locktype = 'advisory' \
+             AND classid = 1936486260 AND objsubid = 2 \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         ),
         &mut observer,
     )
-    .expect("the pooler's server sessions");
-    let session_slots: std::collections::BTreeSet<i16> =
-        sessions.iter().map(|s| (s.pid % 64) as i16).collect();
+    .expect("the writer indices held");
+    let pids: std::collections::BTreeSet<i32> = held.iter().map(|h| h.pid).collect();
+    let held_slots: std::collections::BTreeSet<i16> =
+        held.iter().map(|h| (h.idx % 64) as i16).collect();
     let rows = observer.slot_rows("reactions_hearts_slots", 1);
     let written: std::collections::BTreeSet<i16> = rows.iter().map(|r| r.slot).collect();
     assert_eq!(
@@ -624,13 +630,19 @@ fn the_connection_strategy_spreads_over_the_poolers_server_sessions() {
         WRITERS as i64 * 50
     );
     assert!(
-        sessions.len() <= 8,
-        "at most the pooler's 8 server sessions: {}",
-        sessions.len()
+        (1..=8).contains(&held.len()) && pids.len() == held.len(),
+        "one index per server session, at most the pooler's 8: {} indices, {} sessions",
+        held.len(),
+        pids.len()
     );
-    assert!(
-        !written.is_empty() && written.is_subset(&session_slots),
-        "slots written {written:?} are those of the server sessions' PIDs {session_slots:?}"
+    assert_eq!(
+        written, held_slots,
+        "the slots written are those of the indices the server sessions hold"
+    );
+    assert_eq!(
+        written,
+        (0..held.len() as i16).collect(),
+        "the smallest indices, one per server session"
     );
 }
 

@@ -76,7 +76,7 @@ async fn write_chunk<E: Exec>(
     let rows: Vec<DeltaRow<'_>> = chunk
         .rows
         .iter()
-        .map(|row| (row.key.as_value(), row.bucket, slot, row.delta))
+        .map(|row| (row.key.as_value(), row.bucket, row.delta))
         .collect();
     let at = unix_seconds(SystemTime::now());
     exec.begin().await.map_err(fail)?;
@@ -93,7 +93,11 @@ async fn write_chunk<E: Exec>(
             return Ok(());
         }
         Err(e) => Err(fail(e)),
-        Ok(_) => match exec.execute(AddRows { spec, rows: &rows }).await {
+        Ok(_) => match exec.execute(AddRows {
+            spec,
+            slot,
+            rows: &rows,
+        }).await {
             // PostgreSQL and SQLite count a row per key inserted or updated, none for a row
             // the overflow guard skipped. MySQL's count (1 per insert, 2 per update) says
             // nothing of overflow, which is its error 1690 (a `Database` error) instead.

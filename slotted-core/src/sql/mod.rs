@@ -17,6 +17,7 @@ pub(crate) mod diagnostics;
 pub(crate) mod flush;
 pub(crate) mod maintenance;
 pub(crate) mod read;
+mod slot;
 pub(crate) mod transaction;
 pub(crate) mod write;
 
@@ -28,7 +29,7 @@ use diesel::query_builder::AstPass;
 use diesel::row::NamedRow;
 use diesel::QueryResult;
 
-use crate::dialect::{CounterBackend, Dialect};
+use crate::dialect::CounterBackend;
 use crate::key::{KeyKind, KeyValue, RawKey};
 use crate::table::{CounterSpec, Storage};
 
@@ -151,49 +152,6 @@ pub(crate) fn push_row_columns<DB: Backend>(
 
 pub(crate) use crate::slot::SlotValue;
 
-impl SlotValue {
-    pub(crate) fn push<'b, DB: CounterBackend>(
-        &'b self,
-        out: &mut AstPass<'_, 'b, DB>,
-    ) -> QueryResult<()> {
-        match self {
-            SlotValue::Bound(slot) => DB::push_small_int(out, slot),
-            SlotValue::Connection(slots) => match DB::DIALECT {
-                Dialect::Postgres => {
-                    out.push_sql("CAST(pg_backend_pid() % ");
-                    DB::push_big_int(out, slots)?;
-                    out.push_sql(" AS SMALLINT)");
-                    Ok(())
-                }
-                // Node-aware: a Galera node numbers its connections from low values like every
-                // other node, but has its own `auto_increment_offset` among
-                // `auto_increment_increment` nodes (Galera sets both, and keeps them current as
-                // nodes join and leave). So each node takes every increment-th slot, from its
-                // offset: nodes never share a slot. On a single server (1 and 1) this is
-                // `MOD(CONNECTION_ID(), slots)`.
-                Dialect::Mysql => {
-                    out.push_sql("MOD(MOD(CONNECTION_ID(), GREATEST(FLOOR(");
-                    DB::push_big_int(out, slots)?;
-                    out.push_sql(
-                        " / @@auto_increment_increment), 1)) * @@auto_increment_increment \
-                         + @@auto_increment_offset - 1, ",
-                    );
-                    DB::push_big_int(out, slots)?;
-                    out.push_sql(")");
-                    Ok(())
-                }
-                // Never chosen on SQLite, which has no connection identity.
-                Dialect::Sqlite => {
-                    out.push_sql("(0 * ");
-                    DB::push_big_int(out, slots)?;
-                    out.push_sql(")");
-                    Ok(())
-                }
-            },
-        }
-    }
-}
-
 /// One row's values in the order of [`push_row_columns`], then `count` if given; `record_type`
 /// only for shared storage and when `with_record_type`.
 #[allow(clippy::too_many_arguments)]
@@ -246,7 +204,7 @@ pub(crate) fn push_row_match<'b, DB: CounterBackend>(
     out.push_sql(" AND ");
     out.push_identifier(SLOT)?;
     out.push_sql(" = ");
-    slot.push(out)
+    slot.push_match(out)
 }
 
 pub(crate) fn push_qualified<DB: Backend>(

@@ -74,7 +74,7 @@ fn push_insert_into<DB: CounterBackend>(
     push_row_columns(out, spec)?;
     out.push_sql(", ");
     out.push_identifier(COUNT)?;
-    out.push_sql(") VALUES ");
+    out.push_sql(") ");
     Ok(())
 }
 
@@ -92,6 +92,7 @@ pub(crate) struct AddToSlot<'a, K = ByText> {
 impl<DB: CounterBackend, K> QueryFragment<DB> for AddToSlot<'_, K> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         push_insert_into(&mut out, self.spec)?;
+        out.push_sql("VALUES ");
         push_tuple(
             &mut out,
             self.spec,
@@ -152,17 +153,20 @@ impl<DB: CounterBackend, K> QueryFragment<DB> for UpdateSlot<'_, K> {
     }
 }
 
-/// One row of a multi-row upsert: `(key, bucket, slot, delta)`.
-pub(crate) type DeltaRow<'a> = (KeyValue<'a>, i64, SlotValue, i64);
+/// One row of a multi-row upsert: `(key, bucket, delta)`.
+pub(crate) type DeltaRow<'a> = (KeyValue<'a>, i64, i64);
 
 /// The multi-row upsert of a buffer flush, rows sorted by key so that concurrent flushes lock in
-/// one order. PostgreSQL and SQLite: `INSERT … VALUES (…), (…) ON CONFLICT … DO UPDATE SET
-/// count = t.count + excluded.count`. MySQL, which has no `excluded` but the deprecated
-/// `VALUES(col)` (which Vitess rejects): `INSERT … SELECT * FROM (SELECT ? AS …, … UNION ALL
-/// SELECT …) AS slotted_new ON DUPLICATE KEY UPDATE count = t.count + slotted_new.count`.
+/// one order, every row into `slot`. SQLite: `INSERT … VALUES (…), (…) ON CONFLICT … DO UPDATE
+/// SET count = t.count + excluded.count`. PostgreSQL: the same over `SELECT …, <slot>, … FROM
+/// (VALUES (…), (…)) AS slotted_new (…)`, so the server's slot is written once in the text, not
+/// once per row. MySQL, which has no `excluded` but the deprecated `VALUES(col)` (which Vitess
+/// rejects): `INSERT … SELECT …, <slot>, … FROM (SELECT ? AS …, … UNION ALL SELECT …) AS
+/// slotted_new ON DUPLICATE KEY UPDATE count = t.count + slotted_new.count`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AddRows<'a> {
     pub spec: &'a CounterSpec,
+    pub slot: SlotValue,
     pub rows: &'a [DeltaRow<'a>],
 }
 
@@ -170,32 +174,60 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         super::varies_with_batch(&mut out);
         let spec = self.spec;
-        if DB::DIALECT != Dialect::Mysql {
-            push_insert_into(&mut out, spec)?;
-            push_list(&mut out, self.rows, |out, (key, bucket, slot, delta)| {
-                push_tuple(out, spec, true, key, bucket, slot, Some(delta))
+        push_insert_into(&mut out, spec)?;
+        if DB::DIALECT == Dialect::Sqlite {
+            out.push_sql("VALUES ");
+            push_list(&mut out, self.rows, |out, (key, bucket, delta)| {
+                push_tuple(out, spec, true, key, bucket, &self.slot, Some(delta))
             })?;
             return push_on_conflict_add(&mut out, spec);
         }
-        out.push_sql("INSERT INTO ");
-        out.push_identifier(spec.table)?;
-        out.push_sql(" (");
-        push_row_columns(&mut out, spec)?;
-        out.push_sql(", ");
+        // `SELECT [record_type,] slotted_new.record_id, [slotted_new.bucket,] <slot>,
+        // slotted_new.count FROM (<the rows>) AS slotted_new`
+        out.push_sql("SELECT ");
+        if let crate::table::Storage::Shared { record_type } = &spec.storage {
+            DB::push_text(&mut out, record_type)?;
+            out.push_sql(", ");
+        }
+        // The columns of `slotted_new`.
+        let columns: &'static [&'static str] = match spec.bucket {
+            Some(_) => &[super::RECORD_ID, super::BUCKET, COUNT],
+            None => &[super::RECORD_ID, COUNT],
+        };
+        for column in &columns[..columns.len() - 1] {
+            out.push_sql("slotted_new.");
+            out.push_identifier(column)?;
+            out.push_sql(", ");
+        }
+        self.slot.push(&mut out)?;
+        out.push_sql(", slotted_new.");
         out.push_identifier(COUNT)?;
-        out.push_sql(") SELECT * FROM (");
-        for (i, (key, bucket, slot, delta)) in self.rows.iter().enumerate() {
+        out.push_sql(" FROM (");
+        if DB::DIALECT == Dialect::Postgres {
+            out.push_sql("VALUES ");
+            push_list(&mut out, self.rows, |out, (key, bucket, delta)| {
+                out.push_sql("(");
+                DB::push_key(out, key)?;
+                if spec.bucket.is_some() {
+                    out.push_sql(", ");
+                    DB::push_big_int(out, bucket)?;
+                }
+                out.push_sql(", ");
+                DB::push_big_int(out, delta)?;
+                out.push_sql(")");
+                Ok(())
+            })?;
+            out.push_sql(") AS slotted_new (");
+            push_list(&mut out, columns, |out, column| out.push_identifier(column))?;
+            out.push_sql(")");
+            return push_on_conflict_add(&mut out, spec);
+        }
+        for (i, (key, bucket, delta)) in self.rows.iter().enumerate() {
             out.push_sql(if i == 0 {
                 "SELECT "
             } else {
                 " UNION ALL SELECT "
             });
-            if let crate::table::Storage::Shared { record_type } = &spec.storage {
-                DB::push_text(&mut out, record_type)?;
-                out.push_sql(" AS ");
-                out.push_identifier(super::RECORD_TYPE)?;
-                out.push_sql(", ");
-            }
             DB::push_key(&mut out, key)?;
             out.push_sql(" AS ");
             out.push_identifier(super::RECORD_ID)?;
@@ -205,10 +237,6 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
                 out.push_sql(" AS ");
                 out.push_identifier(super::BUCKET)?;
             }
-            out.push_sql(", ");
-            slot.push(&mut out)?;
-            out.push_sql(" AS ");
-            out.push_identifier(super::SLOT)?;
             out.push_sql(", ");
             DB::push_big_int(&mut out, delta)?;
             out.push_sql(" AS ");

@@ -1,0 +1,167 @@
+//! The slot of a write as SQL: a bound value, or the server's writer index (the `connection`
+//! strategy on PostgreSQL and MySQL).
+//!
+//! # The writer index
+//!
+//! Each server session that writes holds a *writer index*: the smallest one no other live
+//! session of the database holds, taken on the session's first write and held until the session
+//! ends. Its slot is `index % slots` (on a Galera node, the node's share of the slots: see
+//! [`push_node_share`]). So the writers alive at one time hold distinct indices `0..w`, and
+//! distinct slots whenever `w <= slots`, whatever order their connections were opened in, however
+//! a pool replaced them, in however many processes; with more writers than slots, each slot gets
+//! `w / slots` of them, rounded up or down (never worse than a random draw).
+//!
+//! The index is the server session's, not the client's: behind a transaction-mode pooler the
+//! sessions that contend for row locks are the pooler's server connections, and each holds its
+//! own index whichever client's transaction it runs.
+//!
+//! - **PostgreSQL**: a session-level advisory lock `(INDEX_LOCK_CLASS, index)` (released by the
+//!   server when the session ends), found by trying `0, 1, …` in order; the index is kept in the
+//!   session setting `slotted.writer` (`set_config`), so later writes read it and take no lock.
+//!   Should the first write's transaction roll back, the setting rolls back with it while the
+//!   lock stays: the next write retakes the same lock (advisory locks are re-entrant) unless a
+//!   smaller index was freed meanwhile.
+//! - **MySQL, MariaDB**: a named lock `GET_LOCK('slotted.<index>.<database>', 0)` (released
+//!   when the session ends), the smallest index whose lock `IS_FREE_LOCK`, kept in the user
+//!   variable `@slotted_writer`. Two sessions racing for the same index: the loser writes this
+//!   once to its connection id's slot and tries again on its next write.
+//!
+//! Both cost nothing per write once the index is taken: the statement reads a session variable.
+//! A `WHERE` (the prefill `UPDATE`) only reads the index, never takes one: a session without an
+//! index matches no row there, and its write goes on to the upsert, which takes it. With every
+//! index taken (more than [`WRITER_INDICES`] writers on one database), a session writes to its
+//! connection id's slot, as before the index existed.
+
+use diesel::query_builder::AstPass;
+use diesel::QueryResult;
+
+use super::SlotValue;
+use crate::dialect::{CounterBackend, Dialect};
+
+/// How many writer indices a database hands out (`0..WRITER_INDICES`): the most slots a
+/// counter can have ([`crate::MAX_SLOTS`]).
+pub const WRITER_INDICES: u16 = crate::MAX_SLOTS;
+
+/// The first key of PostgreSQL's two-key advisory locks that hold writer indices (`'slot'` in
+/// ASCII); the second is the index. `pg_locks` shows them as `locktype = 'advisory'`,
+/// `classid = 1936486260`, `objsubid = 2`.
+pub const INDEX_LOCK_CLASS: i32 = 0x736c_6f74;
+
+/// The PostgreSQL session setting that keeps the index.
+const PG_SETTING: &str = "'slotted.writer'";
+
+impl SlotValue {
+    /// The slot a row is written to: for [`SlotValue::Connection`], the session's writer
+    /// slot, taking an index on the session's first write.
+    pub(crate) fn push<'b, DB: CounterBackend>(
+        &'b self,
+        out: &mut AstPass<'_, 'b, DB>,
+    ) -> QueryResult<()> {
+        match self {
+            SlotValue::Bound(slot) => DB::push_small_int(out, slot),
+            SlotValue::Connection(slots) => push_writer_slot(out, slots, true),
+        }
+    }
+
+    /// The slot a row is matched by: for [`SlotValue::Connection`], the session's writer slot
+    /// if it holds an index, else `NULL` (no row matches). A constant for the statement, so
+    /// the row is found through the primary key.
+    pub(crate) fn push_match<'b, DB: CounterBackend>(
+        &'b self,
+        out: &mut AstPass<'_, 'b, DB>,
+    ) -> QueryResult<()> {
+        match self {
+            SlotValue::Bound(slot) => DB::push_small_int(out, slot),
+            SlotValue::Connection(slots) => push_writer_slot(out, slots, false),
+        }
+    }
+}
+
+fn push_writer_slot<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    slots: &'b i64,
+    take: bool,
+) -> QueryResult<()> {
+    let indices = WRITER_INDICES;
+    match DB::DIALECT {
+        Dialect::Postgres => {
+            out.push_sql("CAST(CAST(");
+            if take {
+                // One evaluation per statement (an InitPlan), however many rows it writes.
+                out.push_sql(&format!(
+                    "(SELECT COALESCE(NULLIF(current_setting({PG_SETTING}, true), ''), \
+                     set_config({PG_SETTING}, CAST(COALESCE((SELECT slotted_w FROM \
+                     generate_series(0, {last}) AS slotted_w \
+                     WHERE pg_try_advisory_lock({INDEX_LOCK_CLASS}, slotted_w) LIMIT 1), \
+                     {indices} + pg_backend_pid() % {indices}) AS TEXT), false)))",
+                    last = indices - 1
+                ));
+            } else {
+                out.push_sql(&format!("NULLIF(current_setting({PG_SETTING}, true), '')"));
+            }
+            out.push_sql(" AS INTEGER) % ");
+            DB::push_big_int(out, slots)?;
+            out.push_sql(" AS SMALLINT)");
+            Ok(())
+        }
+        Dialect::Mysql => {
+            let index = if take {
+                // `IS_FREE_LOCK` over every index, then `GET_LOCK` on the smallest free one:
+                // the candidates come from a join, whose row order MySQL does not keep (its
+                // join buffer reorders them), so they are not tried in order as on PostgreSQL.
+                let name = |i: &str| {
+                    format!("LEFT(CONCAT('slotted.', {i}, '.', DATABASE()), 64)")
+                };
+                const SIDE: u16 = 32;
+                const _: () = assert!(SIDE * SIDE == WRITER_INDICES);
+                let side = SIDE;
+                format!(
+                    "COALESCE(@slotted_writer, IF(GET_LOCK({lock}, 0) = 1, \
+                     @slotted_writer := @slotted_candidate, {indices} + MOD(CONNECTION_ID(), \
+                     {indices})))",
+                    lock = name(&format!(
+                        "@slotted_candidate := (WITH RECURSIVE slotted_d (d) AS (SELECT 0 \
+                         UNION ALL SELECT d + 1 FROM slotted_d WHERE d < {last}) \
+                         SELECT MIN(hi.d * {side} + lo.d) FROM slotted_d AS hi, slotted_d AS lo \
+                         WHERE IS_FREE_LOCK({free}) = 1)",
+                        last = side - 1,
+                        free = name(&format!("hi.d * {side} + lo.d")),
+                    ))
+                )
+            } else {
+                "@slotted_writer".to_owned()
+            };
+            push_node_share(out, &index, slots)
+        }
+        // Never chosen on SQLite, which has no server session: the caller binds a slot.
+        Dialect::Sqlite => {
+            out.push_sql("(0 * ");
+            DB::push_big_int(out, slots)?;
+            out.push_sql(")");
+            Ok(())
+        }
+    }
+}
+
+/// `index`'s slot on this node. Node-aware: a Galera node hands out writer indices from 0 like
+/// every other node (named locks are the node's own), but has its own `auto_increment_offset`
+/// among `auto_increment_increment` nodes (Galera sets both, and keeps them current as nodes
+/// join and leave). So each node takes every increment-th slot, from its offset: nodes never
+/// share a slot. On a single server (1 and 1) this is `MOD(index, slots)`.
+fn push_node_share<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    index: &str,
+    slots: &'b i64,
+) -> QueryResult<()> {
+    out.push_sql("MOD(MOD(");
+    out.push_sql(index);
+    out.push_sql(", GREATEST(FLOOR(");
+    DB::push_big_int(out, slots)?;
+    out.push_sql(
+        " / @@auto_increment_increment), 1)) * @@auto_increment_increment \
+         + @@auto_increment_offset - 1, ",
+    );
+    DB::push_big_int(out, slots)?;
+    out.push_sql(")");
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! The default slot assignment (`strategy = connection`) in a deployment's shape: the writers
+//! alive at one time hold distinct slots whenever there are no more of them than slots, whatever
+//! other connections were opened in between, after a pool replaced half its connections, and
+//! across two processes; with more writers than slots, every slot gets its even share. On
+//! PostgreSQL and MariaDB, sync (Diesel) and async (diesel-async: on MariaDB, mysql_async uses
+//! up two connection ids per connection, which made `CONNECTION_ID() % slots` reach only half
+//! of the slots).
+//!
+//! The server-side mechanism (a writer index per session) is in `slotted-core/src/sql/slot.rs`.
+#![cfg(any(feature = "postgres", feature = "mysql"))]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use slotted_core::CounterMigrations;
+use slotted_tests::models::{Event, Reaction};
+use slotted_tests::{Dice, TestConnection, TestDb};
+
+/// Live writers in each step: half the 64 slots of `Reaction::hearts`, four times the 8 of
+/// `Event::hits`.
+const WRITERS: usize = 32;
+/// The child process's writers.
+const CHILD_WRITERS: usize = 16;
+/// Tells the child process which backend and database: `<backend> <url>`.
+const CHILD: &str = "SLOTTED_SPREAD_CHILD";
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// How a face opens a connection and writes through it.
+trait Face {
+    type Sync: TestConnection;
+    type Conn;
+    async fn open(url: &str) -> Self::Conn;
+    async fn heart(conn: &mut Self::Conn, record: i32);
+    async fn hit(conn: &mut Self::Conn, record: i64);
+}
+
+/// Diesel's sync connections.
+struct Sync<C>(std::marker::PhantomData<C>);
+
+impl<C: TestConnection> Face for Sync<C> {
+    type Sync = C;
+    type Conn = C;
+    async fn open(url: &str) -> C {
+        C::open(url)
+    }
+    async fn heart(conn: &mut C, record: i32) {
+        Reaction::hearts_of(record)
+            .increment(conn)
+            .expect("an increment");
+    }
+    async fn hit(conn: &mut C, record: i64) {
+        Event::hits_of(record).increment(conn).expect("an increment");
+    }
+}
+
+/// diesel-async's connections.
+#[cfg(feature = "async")]
+struct Async<A>(std::marker::PhantomData<A>);
+
+#[cfg(feature = "async")]
+impl<A: slotted_tests::asynch::AsyncTestConnection> Face for Async<A> {
+    type Sync = A::Sync;
+    type Conn = A;
+    async fn open(url: &str) -> A {
+        A::open(url).await
+    }
+    async fn heart(conn: &mut A, record: i32) {
+        Reaction::hearts_of(record)
+            .increment_async(conn)
+            .await
+            .expect("an increment");
+    }
+    async fn hit(conn: &mut A, record: i64) {
+        Event::hits_of(record)
+            .increment_async(conn)
+            .await
+            .expect("an increment");
+    }
+}
+
+/// The server sessions on this database, the observer's own included.
+fn sessions<C: TestConnection>(observer: &mut C) -> i64 {
+    observer.query_i64(match C::NAME {
+        "postgres" => {
+            "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database()"
+        }
+        _ => {
+            "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.processlist \
+             WHERE db = DATABASE()"
+        }
+    })
+}
+
+/// Waits until the server has ended every session but `live` (a closed connection's session
+/// ends a moment after the client closed it, and frees its writer index then).
+fn wait_for_sessions<C: TestConnection>(observer: &mut C, live: i64) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while sessions(observer) > live {
+        assert!(Instant::now() < until, "sessions still open on the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Slot -> count of an integer-keyed record.
+fn slots<C: TestConnection>(observer: &mut C, table: &str, record: i64) -> BTreeMap<i16, i64> {
+    observer
+        .slot_rows(table, record)
+        .into_iter()
+        .map(|r| (r.slot, r.count))
+        .collect()
+}
+
+/// Opens `n` connections, with `others` connections that never write (other services, health
+/// checks, migrations) opened in between at random places; returns both.
+async fn open_interleaved<F: Face>(
+    url: &str,
+    n: usize,
+    others: usize,
+    dice: &mut Dice,
+) -> (Vec<F::Conn>, Vec<F::Conn>) {
+    let mut writers = Vec::with_capacity(n);
+    let mut bystanders = Vec::with_capacity(others);
+    while writers.len() < n || bystanders.len() < others {
+        let left = (n - writers.len() + others - bystanders.len()) as u64;
+        if dice.below(left) < (others - bystanders.len()) as u64 {
+            bystanders.push(F::open(url).await);
+        } else {
+            writers.push(F::open(url).await);
+        }
+    }
+    (writers, bystanders)
+}
+
+/// Every live writer writes `record` once: then it holds `writers` distinct slots, one write each.
+async fn assert_distinct<F: Face>(
+    observer: &mut F::Sync,
+    writers: &mut [F::Conn],
+    record: i32,
+    what: &str,
+) {
+    for conn in writers.iter_mut() {
+        F::heart(conn, record).await;
+    }
+    let found = slots(observer, "reactions_hearts_slots", record.into());
+    assert_eq!(
+        found.len(),
+        writers.len(),
+        "{what}: {} live writers, 64 slots, so as many distinct slots: {found:?}",
+        writers.len()
+    );
+    assert!(found.values().all(|&c| c == 1), "{what}: {found:?}");
+}
+
+async fn spread<F: Face>(test: &str, seed: u64) {
+    let Some(db) = TestDb::new::<F::Sync>(test) else {
+        return;
+    };
+    let mut observer = F::Sync::open(&db.url);
+    for migrations in [
+        CounterMigrations::of::<Reaction>(),
+        CounterMigrations::of::<Event>(),
+    ] {
+        diesel_migrations::MigrationHarness::run_pending_migrations(&mut observer, migrations)
+            .expect("the counter tables");
+    }
+    let mut dice = Dice(seed);
+
+    // One at a time: up to 32 + 24 + 16 connections (PostgreSQL's default limit is 100).
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A pool's connections, with up to 24 others opened in between (the benchmark opens up to
+    // 74: `cargo run --example spread`).
+    let others = dice.below(25) as usize;
+    let (mut writers, mut bystanders) =
+        open_interleaved::<F>(&db.url, WRITERS, others, &mut dice).await;
+    assert_distinct::<F>(&mut observer, &mut writers, 1, &format!("{others} others")).await;
+
+    // The pool replaces every other connection; more others come and go meanwhile.
+    let mut kept = Vec::with_capacity(WRITERS);
+    for (i, conn) in writers.into_iter().enumerate() {
+        if i % 2 == 0 {
+            kept.push(conn);
+        }
+    }
+    bystanders.truncate(bystanders.len() / 2);
+    let live = 1 + (kept.len() + bystanders.len()) as i64;
+    wait_for_sessions(&mut observer, live);
+    let more = dice.below(15) as usize;
+    let (fresh, extra) = open_interleaved::<F>(&db.url, WRITERS / 2, more, &mut dice).await;
+    kept.extend(fresh);
+    bystanders.extend(extra);
+    let mut writers = kept;
+    assert_distinct::<F>(&mut observer, &mut writers, 2, "after the churn").await;
+
+    // More writers than slots: 32 writers over `Event::hits`' 8 slots, 4 each.
+    for conn in writers.iter_mut() {
+        F::hit(conn, 1).await;
+    }
+    let found = slots(&mut observer, "events_hits_slots", 1);
+    assert_eq!(
+        found,
+        (0..8).map(|slot| (slot, 4)).collect::<BTreeMap<_, _>>(),
+        "32 writers over 8 slots: 4 each"
+    );
+
+    // A second process's writers, alive at the same time as these 32.
+    let mut child = Command::new(std::env::current_exe().expect("this test binary"))
+        .args(["spread_child", "--exact", "--ignored", "--nocapture"])
+        .env(CHILD, format!("{} {}", F::Sync::NAME, db.url))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the second process");
+    let mut lines = BufReader::new(child.stdout.take().expect("its stdout")).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(line)) if line == "written" => break,
+            Some(Ok(_)) => continue,
+            other => panic!("the second process ended early: {other:?}"),
+        }
+    }
+    for conn in writers.iter_mut() {
+        F::heart(conn, 3).await;
+    }
+    let found = slots(&mut observer, "reactions_hearts_slots", 3);
+    // Let the child close its connections, and wait for it.
+    drop(child.stdin.take());
+    assert!(child.wait().expect("the second process").success());
+    assert_eq!(
+        found.len(),
+        WRITERS + CHILD_WRITERS,
+        "two processes' {} live writers: {found:?}",
+        WRITERS + CHILD_WRITERS
+    );
+    drop(bystanders);
+}
+
+/// The second process: opens `CHILD_WRITERS` connections, writes record 3 once from each, says
+/// `written`, and keeps them open until its stdin closes. Runs only when a test starts it.
+#[test]
+#[ignore = "started by the spread tests as their second process"]
+fn spread_child() {
+    let Ok(args) = std::env::var(CHILD) else {
+        return;
+    };
+    let (backend, url) = args.split_once(' ').expect("<backend> <url>");
+    fn run<C: TestConnection>(url: &str) {
+        let mut conns: Vec<C> = (0..CHILD_WRITERS).map(|_| C::open(url)).collect();
+        for conn in &mut conns {
+            Reaction::hearts_of(3).increment(conn).expect("an increment");
+        }
+        println!("written");
+        std::io::stdout().flush().expect("stdout");
+        let mut rest = String::new();
+        let _ = std::io::stdin().read_line(&mut rest);
+    }
+    match backend {
+        #[cfg(feature = "postgres")]
+        "postgres" => run::<diesel::PgConnection>(url),
+        #[cfg(feature = "mysql")]
+        "mysql" => run::<diesel::MysqlConnection>(url),
+        other => panic!("no backend {other}"),
+    }
+}
+
+fn sync_writers_hold_distinct_slots<C: TestConnection>(test: &str) {
+    futures_executor_block_on(spread::<Sync<C>>(test, 0x5eed_0001));
+}
+
+/// Runs a future whose awaits never wait (the sync face's): no runtime needed.
+fn futures_executor_block_on<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => unreachable!("the sync face never waits"),
+    }
+}
+
+slotted_tests::backend_tests! {
+    servers: [sync_writers_hold_distinct_slots],
+}
+
+#[cfg(feature = "async")]
+async fn async_writers_hold_distinct_slots<A: slotted_tests::asynch::AsyncTestConnection>(
+    test: &str,
+) {
+    spread::<Async<A>>(test, 0x5eed_0002).await;
+}
+
+#[cfg(feature = "async")]
+mod asynchronous {
+    use super::async_writers_hold_distinct_slots;
+    slotted_tests::async_backend_tests! {
+        all: [],
+        servers: [async_writers_hold_distinct_slots],
+    }
+}
