@@ -13,6 +13,8 @@ use slotted_core::{CounterConnection, SlottedCounter};
 #[cfg(feature = "async")]
 pub mod asynch;
 pub mod keys;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub mod spread;
 
 pub mod models {
     //! The models the tests count on: one per key type, and two counters on one model.

@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use slotted_core::CounterMigrations;
 use slotted_tests::models::{Event, Reaction};
+use slotted_tests::spread::{churn, open_interleaved, ready, slots, Face, Sync};
 use slotted_tests::{Dice, TestConnection, TestDb};
 
 /// Live writers in each step: half the 64 slots of `Reaction::hearts`, four times the 8 of
@@ -27,112 +27,6 @@ const CHILD_WRITERS: usize = 16;
 const CHILD: &str = "SLOTTED_SPREAD_CHILD";
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// How a face opens a connection and writes through it.
-trait Face {
-    type Sync: TestConnection;
-    type Conn;
-    async fn open(url: &str) -> Self::Conn;
-    async fn heart(conn: &mut Self::Conn, record: i32);
-    async fn hit(conn: &mut Self::Conn, record: i64);
-}
-
-/// Diesel's sync connections.
-struct Sync<C>(std::marker::PhantomData<C>);
-
-impl<C: TestConnection> Face for Sync<C> {
-    type Sync = C;
-    type Conn = C;
-    async fn open(url: &str) -> C {
-        C::open(url)
-    }
-    async fn heart(conn: &mut C, record: i32) {
-        Reaction::hearts_of(record)
-            .increment(conn)
-            .expect("an increment");
-    }
-    async fn hit(conn: &mut C, record: i64) {
-        Event::hits_of(record).increment(conn).expect("an increment");
-    }
-}
-
-/// diesel-async's connections.
-#[cfg(feature = "async")]
-struct Async<A>(std::marker::PhantomData<A>);
-
-#[cfg(feature = "async")]
-impl<A: slotted_tests::asynch::AsyncTestConnection> Face for Async<A> {
-    type Sync = A::Sync;
-    type Conn = A;
-    async fn open(url: &str) -> A {
-        A::open(url).await
-    }
-    async fn heart(conn: &mut A, record: i32) {
-        Reaction::hearts_of(record)
-            .increment_async(conn)
-            .await
-            .expect("an increment");
-    }
-    async fn hit(conn: &mut A, record: i64) {
-        Event::hits_of(record)
-            .increment_async(conn)
-            .await
-            .expect("an increment");
-    }
-}
-
-/// The server sessions on this database, the observer's own included.
-fn sessions<C: TestConnection>(observer: &mut C) -> i64 {
-    observer.query_i64(match C::NAME {
-        "postgres" => {
-            "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database()"
-        }
-        _ => {
-            "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.processlist \
-             WHERE db = DATABASE()"
-        }
-    })
-}
-
-/// Waits until the server has ended every session but `live` (a closed connection's session
-/// ends a moment after the client closed it, and frees its writer index then).
-fn wait_for_sessions<C: TestConnection>(observer: &mut C, live: i64) {
-    let until = Instant::now() + Duration::from_secs(30);
-    while sessions(observer) > live {
-        assert!(Instant::now() < until, "sessions still open on the server");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Slot -> count of an integer-keyed record.
-fn slots<C: TestConnection>(observer: &mut C, table: &str, record: i64) -> BTreeMap<i16, i64> {
-    observer
-        .slot_rows(table, record)
-        .into_iter()
-        .map(|r| (r.slot, r.count))
-        .collect()
-}
-
-/// Opens `n` connections, with `others` connections that never write (other services, health
-/// checks, migrations) opened in between at random places; returns both.
-async fn open_interleaved<F: Face>(
-    url: &str,
-    n: usize,
-    others: usize,
-    dice: &mut Dice,
-) -> (Vec<F::Conn>, Vec<F::Conn>) {
-    let mut writers = Vec::with_capacity(n);
-    let mut bystanders = Vec::with_capacity(others);
-    while writers.len() < n || bystanders.len() < others {
-        let left = (n - writers.len() + others - bystanders.len()) as u64;
-        if dice.below(left) < (others - bystanders.len()) as u64 {
-            bystanders.push(F::open(url).await);
-        } else {
-            writers.push(F::open(url).await);
-        }
-    }
-    (writers, bystanders)
-}
 
 /// Every live writer writes `record` once: then it holds `writers` distinct slots, one write each.
 async fn assert_distinct<F: Face>(
@@ -170,6 +64,7 @@ async fn spread<F: Face>(test: &str, seed: u64) {
 
     // One at a time: up to 32 + 24 + 16 connections (PostgreSQL's default limit is 100).
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    slotted_tests::spread::wait_for_room(&mut observer, 80);
     // A pool's connections, with up to 24 others opened in between (the benchmark opens up to
     // 74: `cargo run --example spread`).
     let others = dice.below(25) as usize;
@@ -178,20 +73,17 @@ async fn spread<F: Face>(test: &str, seed: u64) {
     assert_distinct::<F>(&mut observer, &mut writers, 1, &format!("{others} others")).await;
 
     // The pool replaces every other connection; more others come and go meanwhile.
-    let mut kept = Vec::with_capacity(WRITERS);
-    for (i, conn) in writers.into_iter().enumerate() {
-        if i % 2 == 0 {
-            kept.push(conn);
-        }
-    }
     bystanders.truncate(bystanders.len() / 2);
-    let live = 1 + (kept.len() + bystanders.len()) as i64;
-    wait_for_sessions(&mut observer, live);
     let more = dice.below(15) as usize;
-    let (fresh, extra) = open_interleaved::<F>(&db.url, WRITERS / 2, more, &mut dice).await;
-    kept.extend(fresh);
-    bystanders.extend(extra);
-    let mut writers = kept;
+    let mut writers = churn::<F>(
+        &db.url,
+        &mut observer,
+        writers,
+        &mut bystanders,
+        more,
+        &mut dice,
+    )
+    .await;
     assert_distinct::<F>(&mut observer, &mut writers, 2, "after the churn").await;
 
     // More writers than slots: 32 writers over `Event::hits`' 8 slots, 4 each.
@@ -249,7 +141,9 @@ fn spread_child() {
     fn run<C: TestConnection>(url: &str) {
         let mut conns: Vec<C> = (0..CHILD_WRITERS).map(|_| C::open(url)).collect();
         for conn in &mut conns {
-            Reaction::hearts_of(3).increment(conn).expect("an increment");
+            Reaction::hearts_of(3)
+                .increment(conn)
+                .expect("an increment");
         }
         println!("written");
         std::io::stdout().flush().expect("stdout");
@@ -266,17 +160,7 @@ fn spread_child() {
 }
 
 fn sync_writers_hold_distinct_slots<C: TestConnection>(test: &str) {
-    futures_executor_block_on(spread::<Sync<C>>(test, 0x5eed_0001));
-}
-
-/// Runs a future whose awaits never wait (the sync face's): no runtime needed.
-fn futures_executor_block_on<F: std::future::Future>(future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match future.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(out) => out,
-        std::task::Poll::Pending => unreachable!("the sync face never waits"),
-    }
+    ready(spread::<Sync<C>>(test, 0x5eed_0001));
 }
 
 slotted_tests::backend_tests! {
@@ -287,7 +171,7 @@ slotted_tests::backend_tests! {
 async fn async_writers_hold_distinct_slots<A: slotted_tests::asynch::AsyncTestConnection>(
     test: &str,
 ) {
-    spread::<Async<A>>(test, 0x5eed_0002).await;
+    spread::<slotted_tests::spread::Async<A>>(test, 0x5eed_0002).await;
 }
 
 #[cfg(feature = "async")]

@@ -109,9 +109,7 @@ fn push_writer_slot<'b, DB: CounterBackend>(
                 // `IS_FREE_LOCK` over every index, then `GET_LOCK` on the smallest free one:
                 // the candidates come from a join, whose row order MySQL does not keep (its
                 // join buffer reorders them), so they are not tried in order as on PostgreSQL.
-                let name = |i: &str| {
-                    format!("LEFT(CONCAT('slotted.', {i}, '.', DATABASE()), 64)")
-                };
+                let name = |i: &str| format!("LEFT(CONCAT('slotted.', {i}, '.', DATABASE()), 64)");
                 const SIDE: u16 = 32;
                 const _: () = assert!(SIDE * SIDE == WRITER_INDICES);
                 let side = SIDE;
