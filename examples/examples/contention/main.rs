@@ -12,7 +12,9 @@
 //! `--sweep-slots 1,16,64,128` (default: 1 to 128; `none`: no sweep), `--out docs/bench` (JSON, TSV and SVG),
 //! `--calls 2000` (per timing of the single-threaded reads and increments), `--shapes
 //! bare,business`, `--modes single-row,ceiling,…` (by name; `single-row` and `ceiling` bring
-//! their raw anchors), `--smoke` (a few seconds in all, for CI). Server URLs come from `PG_DATABASE_URL` and
+//! their raw anchors), `--deployed` (each library measurement starts from a pool as a service
+//! has it: other connections opened in between, half of its connections replaced; see
+//! `measure::deploy`), `--smoke` (a few seconds in all, for CI). Server URLs come from `PG_DATABASE_URL` and
 //! `MYSQL_DATABASE_URL` (a Unix socket URL, such as
 //! `postgres:///test?host=/var/run/postgresql` or
 //! `mysql://root@localhost/test?unix_socket=/run/mysqld/mysqld.sock`, spares the client and
@@ -106,6 +108,8 @@ pub(crate) struct Options {
     /// The modes to measure, by name (`single-row` and `ceiling` bring their raw anchors);
     /// empty: all of them.
     pub(crate) modes: Vec<String>,
+    /// `--deployed`: every library measurement starts from a deployed pool (see `deploy`).
+    pub(crate) deployed: bool,
 }
 
 fn parse() -> Result<Options, BoxError> {
@@ -122,6 +126,7 @@ fn parse() -> Result<Options, BoxError> {
         out: None,
         shapes: vec![Shape::Bare, Shape::Business],
         modes: Vec::new(),
+        deployed: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -158,6 +163,7 @@ fn parse() -> Result<Options, BoxError> {
             }
             "--modes" => opts.modes = value()?.split(',').map(str::to_owned).collect(),
             "--out" => opts.out = Some(value()?.into()),
+            "--deployed" => opts.deployed = true,
             "--smoke" => {
                 opts.writers = vec![1, 4];
                 opts.seconds = 0.2;

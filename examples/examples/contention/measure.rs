@@ -436,3 +436,116 @@ pub(crate) fn setup<C: BenchConnection>(conn: &mut C) -> Result<(), BoxError> {
     Ok(())
 }
 use slotted_core::SlottedModel;
+
+/// `--deployed`: the pool as a long-running service's is when a measurement starts. Other
+/// connections (other services, health checks, migrations: `others`, 0–74 at random, fewer where
+/// PostgreSQL's limit of 100 leaves no room) were opened between the pool's connections, and the
+/// pool replaced half of its connections: the first half was opened with the other half's first
+/// generation in between, which wrote and went away before the second half was opened. Every
+/// connection of the pool and of the first generation writes once (a `connection` strategy's
+/// writer index, or connection id, is taken then). `get` takes a connection from the pool and
+/// keeps it open (the pool then holds them all, idle, for the measurement); `write` writes
+/// through one; the others and the first generation are sync connections. Returns the others,
+/// to keep open through the measurement.
+pub(crate) fn deploy<C: BenchConnection, P>(
+    url: &str,
+    writers: u32,
+    mut get: impl FnMut() -> Result<P, BoxError>,
+    mut write: impl FnMut(&mut P) -> Result<(), BoxError>,
+    write_raw: impl Fn(&mut C) -> Result<(), BoxError>,
+) -> Result<(usize, Vec<C>), BoxError> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Open {
+        Pool,
+        Gone,
+        Other,
+    }
+    let identity = match C::NAME {
+        "postgres" => "SELECT CAST(pg_backend_pid() AS BIGINT) AS n",
+        "mysql" => "SELECT CAST(CONNECTION_ID() AS SIGNED) AS n",
+        other => return Err(format!("--deployed needs a server, not {other}").into()),
+    };
+    let mut observer = C::establish(url)?;
+    let writers = writers as usize;
+    let (half, gone) = (writers / 2, writers - writers / 2);
+    let room = if C::NAME == "postgres" {
+        // The limit, less the pool, the first generation, the sync pool (3) and a margin.
+        100usize.saturating_sub(writers + gone + 3 + 7)
+    } else {
+        74
+    };
+    // xorshift, seeded by the writer count: the same deployment for every mode of a run.
+    let mut seed = 0x5eed_0000_u64 + writers as u64;
+    let mut below = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n.max(1) as u64) as usize
+    };
+    let others = below(room.min(74) + 1);
+    let shuffled = |kinds: Vec<Open>, below: &mut dyn FnMut(usize) -> usize| {
+        let mut kinds = kinds;
+        for i in (1..kinds.len()).rev() {
+            kinds.swap(i, below(i + 1));
+        }
+        kinds
+    };
+    let first: Vec<Open> = std::iter::repeat_n(Open::Pool, half)
+        .chain(std::iter::repeat_n(Open::Gone, gone))
+        .chain(std::iter::repeat_n(Open::Other, others / 2))
+        .collect();
+    let second: Vec<Open> = std::iter::repeat_n(Open::Pool, gone)
+        .chain(std::iter::repeat_n(Open::Other, others - others / 2))
+        .collect();
+    let (mut held, mut gone_conns, mut bystanders) = (Vec::new(), Vec::new(), Vec::new());
+    for (step, kinds) in [first, second].into_iter().enumerate() {
+        for kind in shuffled(kinds, &mut below) {
+            match kind {
+                Open::Pool => {
+                    let mut conn = get()?;
+                    write(&mut conn)?;
+                    held.push(conn);
+                }
+                Open::Gone => {
+                    let mut conn = C::establish(url)?;
+                    write_raw(&mut conn)?;
+                    gone_conns.push(conn);
+                }
+                Open::Other => bystanders.push(C::establish(url)?),
+            }
+        }
+        if step == 0 {
+            // The first generation goes; the server ends its sessions a moment later.
+            let mut ids = Vec::new();
+            for conn in &mut gone_conns {
+                ids.push(conn.number(identity)?);
+            }
+            drop(std::mem::take(&mut gone_conns));
+            let list = ids
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            let alive = match C::NAME {
+                "postgres" => format!("SELECT COUNT(*) AS n FROM pg_stat_activity WHERE pid IN ({list})"),
+                _ => format!("SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.processlist WHERE id IN ({list})"),
+            };
+            let until = Instant::now() + Duration::from_secs(30);
+            while !ids.is_empty() && observer.number(&alive)? > 0 {
+                if Instant::now() > until {
+                    return Err("the replaced connections' sessions did not end".into());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    drop(held);
+    Ok((others, bystanders))
+}
+
+/// A row of `BenchConnection::number`.
+#[derive(QueryableByName)]
+pub(crate) struct Number {
+    #[diesel(sql_type = BigInt)]
+    pub(crate) n: i64,
+}

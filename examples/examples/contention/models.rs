@@ -214,6 +214,9 @@ pub(crate) trait BenchConnection:
 
     /// The library's upsert for `T1`, slot 0, with Diesel's query builder.
     fn dsl_upsert(&mut self, key: i32) -> QueryResult<usize>;
+
+    /// The one BIGINT column `n` of `sql`'s one row.
+    fn number(&mut self, sql: &str) -> QueryResult<i64>;
 }
 
 macro_rules! bench_connection {
@@ -240,6 +243,10 @@ macro_rules! bench_connection {
             fn free_slot(&mut self) -> QueryResult<Option<i16>> {
                 let rows: Vec<FreeSlot> = diesel::sql_query(MYSQL_SKIP_LOCKED).load(self)?;
                 Ok(rows.first().map(|row| row.slot))
+            }
+
+            fn number(&mut self, sql: &str) -> QueryResult<i64> {
+                Ok(diesel::sql_query(sql).get_result::<Number>(self)?.n)
             }
 
             fn dsl_upsert(&mut self, key: i32) -> QueryResult<usize> {

@@ -23,6 +23,25 @@ impl<C: BenchConnection> Bench<'_, C> {
         Ok(builder.build(ConnectionManager::<C>::new(self.url))?)
     }
 
+    /// With `--deployed`, brings the pool `get` takes from into a deployed state (see
+    /// `deploy`) and returns the other connections to keep open; else nothing.
+    fn deployed<P>(
+        &self,
+        writers: u32,
+        mode: &Mode<C>,
+        get: impl FnMut() -> Result<P, BoxError>,
+        write: impl FnMut(&mut P) -> Result<(), BoxError>,
+    ) -> Result<Vec<C>, BoxError> {
+        if !self.opts.deployed {
+            return Ok(Vec::new());
+        }
+        let (others, conns) = deploy::<C, P>(self.url, writers, get, write, |conn| {
+            Ok((mode.increment)(conn, 0)?)
+        })?;
+        eprintln!("  deployed: {others} other connections, half of {writers} replaced");
+        Ok(conns)
+    }
+
     /// Each of `modes` through the sync face, then (with `async`) through the async one.
     pub(crate) fn library<'b>(
         &'b self,
@@ -34,12 +53,32 @@ impl<C: BenchConnection> Bench<'_, C> {
         for &mode in modes {
             entries.push(Box::new(move || {
                 let writers_pool = self.writers_pool(writers)?;
+                let _others = self.deployed(
+                    writers,
+                    mode,
+                    || Ok(writers_pool.get()?),
+                    |conn| Ok((mode.increment)(&mut **conn, 0)?),
+                )?;
                 measure(&self.pool, writers_pool, mode, writers, shape, self.opts)
             }));
         }
         #[cfg(feature = "async")]
         for &mode in modes.iter().filter(|m| !m.diesel_tx) {
             entries.push(Box::new(move || {
+                let side = &self.side;
+                let _others = self.deployed(
+                    writers,
+                    mode,
+                    || {
+                        side.runtime
+                            .block_on(<C::Async as asynch::AsyncBench>::get(&side.pool))
+                    },
+                    |conn| {
+                        Ok(side
+                            .runtime
+                            .block_on((mode.async_increment)(&mut **conn, 0))?)
+                    },
+                )?;
                 self.side.measure(
                     &self.pool,
                     mode,
