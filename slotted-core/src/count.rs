@@ -53,13 +53,13 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
     let autocommit = E::Backend::DIALECT != Dialect::Sqlite && !exec.in_transaction();
     let outcome = if spec.prefill {
         match exec.execute(UpdateSlot(statement)).await {
-            // No pre-created row (or, on PostgreSQL and SQLite, an overflow): the upsert
-            // creates the row, or says which.
-            Ok(0) => exec.execute(statement).await,
+            // No pre-created row (or, on PostgreSQL and SQLite, an overflow; or, on MySQL, no
+            // writer index yet): the upsert creates the row, or says which.
+            Ok(0) => upsert(exec, statement).await,
             other => other,
         }
     } else {
-        exec.execute(statement).await
+        upsert(exec, statement).await
     };
     let overflow = || Error::Overflow {
         counter: spec.qualified_name(),
@@ -101,6 +101,53 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
         )),
         Err(source) => Err(database_error(spec, source)),
     }
+}
+
+/// Runs the upsert. On MySQL a session that holds no writer index yet (the `connection`
+/// strategy: `sql::slot`) writes a NULL slot, which the single-row `INSERT` refuses with nothing
+/// written (error 1048, `NotNullViolation`; inside a transaction, only the statement is rolled
+/// back): the session takes an index, and the upsert runs again.
+async fn upsert<E: Exec, K: crate::sql::CacheBy + Sync + Copy>(
+    exec: &mut E,
+    statement: AddToSlot<'_, K>,
+) -> diesel::QueryResult<usize> {
+    let first = exec.execute(statement).await;
+    match first {
+        Err(diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::NotNullViolation,
+            _,
+        )) if needs_writer_index::<E>(statement.slot) => {
+            take_writer_index(exec).await?;
+            exec.execute(statement).await
+        }
+        other => other,
+    }
+}
+
+/// Whether a write to `slot` reads a MySQL session's writer index.
+fn needs_writer_index<E: Exec>(slot: crate::sql::SlotValue) -> bool {
+    E::Backend::DIALECT == Dialect::Mysql && matches!(slot, crate::sql::SlotValue::Connection(_))
+}
+
+/// MySQL: makes sure this session holds a writer index (see `sql::slot`). A session that loses
+/// the race for an index to another tries the next; after 16 losses (or with every index
+/// taken) it keeps its connection id's slot.
+pub(crate) async fn take_writer_index<E: Exec>(exec: &mut E) -> diesel::QueryResult<()> {
+    use crate::sql::slot::{TakeWriterIndex, WriterIndex};
+    const TRIES: i64 = 16;
+    for attempt in 1..=TRIES {
+        let fallback = i64::from(attempt == TRIES);
+        let rows = exec
+            .load::<_, WriterIndex>(TakeWriterIndex { fallback })
+            .await?;
+        match rows.first() {
+            Some(WriterIndex(index)) if *index >= 0 => return Ok(()),
+            Some(_) => continue,
+            // Never for this one-row SELECT, but an empty reply cannot say the index is taken.
+            None => return Err(diesel::result::Error::NotFound),
+        }
+    }
+    Ok(())
 }
 
 /// The sum of `key`'s slots in `buckets`.

@@ -22,25 +22,34 @@ pub enum SlotStrategy {
     /// A slot drawn at random for every write, as in the articles the pattern comes from. Two
     /// of `w` concurrent writers over `n` slots collide with probability about `w²/2n`.
     Random,
-    /// A slot per database connection, chosen by the server from the connection's identity:
-    /// `pg_backend_pid() % slots` on PostgreSQL, `MOD(CONNECTION_ID(), slots)` on MySQL and
-    /// MariaDB. It follows the connection, not the thread: it holds whether writers are
-    /// threads with an r2d2 pool or tasks sharing two runtime threads with a bb8 or deadpool
-    /// pool, and across processes, since concurrent transactions always run on distinct
-    /// connections. MySQL's connection ids are consecutive, so a pool of up to `slots`
-    /// connections opened together gets distinct slots; PostgreSQL's process ids usually are.
-    /// On a MariaDB Galera cluster each node numbers its connections alike, so the slot is
-    /// node-aware: node `k` of `n` (Galera's `auto_increment_offset` and
-    /// `auto_increment_increment`) takes slots `k - 1`, `k - 1 + n`, …, and writers on
-    /// different nodes never share a slot (give it at least nodes × writers per node slots).
-    /// The statement text stays fixed (the slot count is bound), and every function it uses is
-    /// safe for statement-based replication. SQLite has no connection identity and lets one
-    /// writer in at a time: there it writes like [`SlotStrategy::Thread`].
+    /// A slot per server session, chosen by the server: each session that writes holds a
+    /// *writer index*, the smallest one no other live session of the database holds, from its
+    /// first write until it ends, and writes to slot `index % slots`. So the writers alive at
+    /// one time hold distinct slots whenever there are no more of them than slots, however
+    /// their connections were opened (other connections in between, a pool that replaced some
+    /// of its connections, several processes, either driver); with more writers than slots each
+    /// slot gets an even share of them (never worse than a random draw). It follows the
+    /// connection, not the thread: it holds whether writers are threads with an r2d2 pool or
+    /// tasks sharing two runtime threads with a bb8 or deadpool pool. Behind a
+    /// transaction-mode pooler the index is the server session's, which is the writer that
+    /// contends there.
     ///
-    /// The default: it held under both runtimes in the contention benchmark (0.94–1.07× the
-    /// private-row ceiling, sync threads and async tasks, PostgreSQL and MariaDB) and on a Galera
-    /// cluster. Its one weakness: connection ids of a long-lived pool that replaced some of its
-    /// connections are no longer consecutive, and then two may share a slot (as with `random`).
+    /// The index is a session-level lock that the server releases when the session ends
+    /// (PostgreSQL: an advisory lock on `(1936486260, index)`; MySQL and MariaDB: `GET_LOCK`
+    /// on `slotted.<index>.<database>`), kept in a session variable (`slotted.writer`,
+    /// `@slotted_writer`), so a write after the first reads a variable: no extra round trip,
+    /// no extra lock. On a MariaDB Galera cluster the slot is node-aware: node `k` of `n`
+    /// (Galera's `auto_increment_offset` and `auto_increment_increment`) takes slots `k - 1`,
+    /// `k - 1 + n`, …, and writers on different nodes never share a slot (give it at least
+    /// nodes × writers per node slots). The statement text stays fixed (the slot count is
+    /// bound). On MySQL the first write's statement takes a named lock, which binary logs in
+    /// `STATEMENT` format call unsafe (`MIXED` and `ROW`, the defaults, log it by row). SQLite
+    /// has no server session and lets one writer in at a time: there it writes like
+    /// [`SlotStrategy::Thread`].
+    ///
+    /// The default: distinct slots for every live writer in the spread benchmark's deployments
+    /// (`cargo run --example spread`), and 0.94–1.07× the private-row ceiling in the contention
+    /// benchmark, sync threads and async tasks, PostgreSQL and MariaDB.
     #[default]
     Connection,
 }

@@ -343,6 +343,40 @@ mod galera {
             Reaction::hearts_of(1).total(c).unwrap()
         });
         assert_eq!(total, committed as i64);
+
+        // Writers alive on every node at once, opened in turn across the nodes with other
+        // connections in between: each node's 8 writers hold distinct slots of its share (21 of
+        // the 64), so the 24 hold 24 slots, each on its node's own.
+        let mut writers = Vec::new();
+        let mut others = Vec::new();
+        for i in 0..24 {
+            let node = i % cluster.urls.len();
+            if i % 5 == 0 {
+                others.push(cluster.open(node));
+            }
+            let mut conn = cluster.open(node);
+            Reaction::hearts_of(200).increment(&mut conn).unwrap();
+            writers.push((node, conn));
+        }
+        let rows = cluster.same_everywhere("24 live writers", |c| {
+            c.slot_rows("reactions_hearts_slots", 200)
+                .iter()
+                .map(|r| (r.slot, r.count))
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(rows.len(), 24, "24 live writers on 3 nodes: {rows:?}");
+        assert!(rows.iter().all(|&(_, count)| count == 1), "{rows:?}");
+        for node in cluster.nodes() {
+            let offset = cluster
+                .open(node)
+                .query_i64("SELECT CAST(@@auto_increment_offset AS SIGNED) AS n");
+            let on_node = rows
+                .iter()
+                .filter(|&&(slot, _)| i64::from(slot) % cluster.urls.len() as i64 == offset - 1)
+                .count();
+            assert_eq!(on_node, 8, "node {}'s share: {rows:?}", node + 1);
+        }
+        drop((writers, others));
     }
 
     fn day(n: u64) -> SystemTime {

@@ -12,7 +12,57 @@ use slotted_tests::{backend_tests, TestConnection, TestDb};
 
 backend_tests! {
     all: [counts_rows_records_and_what_compaction_removes, counts_buckets_and_shared_rows_per_counter],
-    servers: [sees_writers_waiting_for_a_locked_record],
+    servers: [sees_writers_waiting_for_a_locked_record, reports_the_writer_indices_held],
+}
+
+/// The `connection` strategy's writers: the sessions holding a writer index, and the advice
+/// to raise the slots once they outnumber a counter's (`Event::hits`: 8 slots). SQLite has
+/// none: `writers` is `None` there (`counts_rows_records_and_what_compaction_removes`).
+fn reports_the_writer_indices_held<C: TestConnection>(test: &str) {
+    use slotted_tests::models::Event;
+    let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    let report = diagnose(Event::COUNTERS, &mut conn).expect("diagnose");
+    assert_eq!(
+        report.writers.map(|w| (w.held, w.highest)),
+        Some((0, None)),
+        "no writer yet"
+    );
+    let mut writers: Vec<C> = (0..3).map(|_| C::open(&db.url)).collect();
+    for writer in &mut writers {
+        Event::hits_of(1).increment(writer).expect("an increment");
+    }
+    let report = diagnose(Event::COUNTERS, &mut conn).expect("diagnose");
+    assert_eq!(
+        report.writers.map(|w| (w.held, w.highest)),
+        Some((3, Some(2)))
+    );
+    let more_writers = |advice: &Advice| matches!(advice, Advice::MoreWritersThanSlots { .. });
+    assert!(
+        !report.tables[0].advice.iter().any(more_writers),
+        "3 writers, 8 slots: {report}"
+    );
+    assert!(
+        report.to_string().contains("writer indices held (sessions writing with the connection strategy): 3, the highest 2"),
+        "{report}"
+    );
+    writers.extend((0..6).map(|_| C::open(&db.url)));
+    for writer in &mut writers {
+        Event::hits_of(2).increment(writer).expect("an increment");
+    }
+    let report = diagnose(Event::COUNTERS, &mut conn).expect("diagnose");
+    assert_eq!(report.writers.map(|w| w.held), Some(9));
+    assert_eq!(
+        report.tables[0].advice.iter().find(|a| more_writers(a)),
+        Some(&Advice::MoreWritersThanSlots {
+            writers: 9,
+            slots: 8,
+            suggested: 16
+        }),
+        "{report}"
+    );
+    assert!(report.to_string().contains("raise the slot count: 9 sessions"), "{report}");
 }
 
 fn insert(conn: &mut impl SimpleConnection, table: &str, columns: &str, rows: &[&str]) {
@@ -55,6 +105,11 @@ fn counts_rows_records_and_what_compaction_removes<C: TestConnection>(test: &str
 
     let options = DiagnoseOptions::default().hottest(3);
     let report = diagnose_with(Post::COUNTERS, &options, &mut conn).expect("diagnose");
+    // Writer indices: none on SQLite, none held yet on the servers.
+    match C::NAME {
+        "sqlite" => assert_eq!(report.writers, None),
+        _ => assert_eq!(report.writers.map(|w| w.held), Some(0)),
+    }
     let likes = &report.tables[0];
     assert_eq!(likes.spec.table, "posts_likes_slots");
     assert_eq!(

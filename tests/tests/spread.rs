@@ -163,8 +163,47 @@ fn sync_writers_hold_distinct_slots<C: TestConnection>(test: &str) {
     ready(spread::<Sync<C>>(test, 0x5eed_0001));
 }
 
+/// A session's first write rolled back: on PostgreSQL the setting that keeps the index rolls
+/// back with it while the advisory lock stays; the next write takes the same index again (the
+/// lock is re-entrant), not a second one. On MySQL the user variable and the named lock both
+/// outlive the transaction. Either way the next session gets the next index.
+fn a_rolled_back_first_write_keeps_its_index<C: TestConnection>(test: &str) {
+    use diesel::Connection;
+    let Some((db, mut observer)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    diesel_migrations::MigrationHarness::run_pending_migrations(
+        &mut observer,
+        CounterMigrations::of::<Reaction>(),
+    )
+    .expect("the reactions counter table");
+    let mut first = C::open(&db.url);
+    let rolled_back = first.transaction(|conn| {
+        Reaction::hearts_of(1).increment(conn)?;
+        Err::<(), _>(slotted_core::Error::from(diesel::result::Error::RollbackTransaction))
+    });
+    assert!(rolled_back.is_err());
+    assert!(slots(&mut observer, "reactions_hearts_slots", 1).is_empty());
+    Reaction::hearts_of(1).increment(&mut first).expect("an increment");
+    let mut second = C::open(&db.url);
+    Reaction::hearts_of(1).increment(&mut second).expect("an increment");
+    assert_eq!(
+        slots(&mut observer, "reactions_hearts_slots", 1),
+        BTreeMap::from([(0, 1), (1, 1)]),
+        "the first session kept index 0, the second took 1"
+    );
+    if C::NAME == "postgres" {
+        let held = observer.query_i64(
+            "SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' \
+             AND classid = 1936486260 AND objsubid = 2 \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        );
+        assert_eq!(held, 2, "one index per session");
+    }
+}
+
 slotted_tests::backend_tests! {
-    servers: [sync_writers_hold_distinct_slots],
+    servers: [sync_writers_hold_distinct_slots, a_rolled_back_first_write_keeps_its_index],
 }
 
 #[cfg(feature = "async")]

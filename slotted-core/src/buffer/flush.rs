@@ -78,6 +78,11 @@ async fn write_chunk<E: Exec>(
         .iter()
         .map(|row| (row.key.as_value(), row.bucket, row.delta))
         .collect();
+    if E::Backend::DIALECT == Dialect::Mysql {
+        // The rows' slot is the session's writer index: a multi-row INSERT would write a NULL
+        // slot as 0 (non-strict SQL modes) where a single-row one refuses it.
+        crate::count::take_writer_index(exec).await.map_err(fail)?;
+    }
     let at = unix_seconds(SystemTime::now());
     exec.begin().await.map_err(fail)?;
     let written = match exec

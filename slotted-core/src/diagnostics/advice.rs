@@ -2,12 +2,23 @@
 
 use std::collections::BTreeMap;
 
-use super::{Advice, LockWaits, TableReport};
+use super::{Advice, LockWaits, TableReport, WriterIndices};
+use crate::slot::SlotStrategy;
 use crate::table::MAX_SLOTS;
 
-pub(super) fn advise(table: &TableReport) -> Vec<Advice> {
+pub(super) fn advise(table: &TableReport, writers: Option<&WriterIndices>) -> Vec<Advice> {
     let mut advice = Vec::new();
     let slots = table.spec.slots;
+    if let Some(writers) = writers {
+        if table.spec.strategy == SlotStrategy::Connection && writers.held > u64::from(slots) {
+            let wanted = u16::try_from(writers.held.next_power_of_two()).unwrap_or(MAX_SLOTS);
+            advice.push(Advice::MoreWritersThanSlots {
+                writers: writers.held,
+                slots,
+                suggested: wanted.min(MAX_SLOTS),
+            });
+        }
+    }
     let waits = table.lock_waits.waits();
     let mut by_record: BTreeMap<Option<&String>, usize> = BTreeMap::new();
     for wait in waits {
@@ -77,7 +88,7 @@ mod tests {
             lock: "tuple".into(),
             query: String::new(),
         };
-        let advice = advise(&table(16, 15, 16, vec![wait("1"), wait("1"), wait("2")]));
+        let advice = advise(&table(16, 15, 16, vec![wait("1"), wait("1"), wait("2")]), None);
         assert_eq!(
             advice,
             vec![
@@ -100,13 +111,42 @@ mod tests {
             ]
         );
         assert_eq!(
-            advise(&table(16, 0, 16, Vec::new())),
+            advise(&table(16, 0, 16, Vec::new()), None),
             vec![Advice::LowerSlots {
                 rows_per_read: 16,
                 slots: 16,
                 suggested: 8
             }]
         );
-        assert_eq!(advise(&table(4, 1, 2, Vec::new())), Vec::new());
+        assert_eq!(advise(&table(4, 1, 2, Vec::new()), None), Vec::new());
+    }
+
+    #[test]
+    fn more_writers_than_slots_of_a_connection_counter() {
+        let writers = |held| WriterIndices {
+            held,
+            highest: Some(held - 1),
+        };
+        let spec_slots = u64::from(SPEC.slots);
+        let mut connection = table(4, 1, 2, Vec::new());
+        connection.spec.strategy = SlotStrategy::Connection;
+        assert_eq!(
+            advise(&connection, Some(&writers(spec_slots))),
+            Vec::new(),
+            "as many writers as slots"
+        );
+        assert_eq!(
+            advise(&table(4, 1, 2, Vec::new()), Some(&writers(spec_slots + 1))),
+            Vec::new(),
+            "the thread strategy takes no writer index"
+        );
+        assert_eq!(
+            advise(&connection, Some(&writers(spec_slots + 1))),
+            vec![Advice::MoreWritersThanSlots {
+                writers: spec_slots + 1,
+                slots: SPEC.slots,
+                suggested: u16::try_from((spec_slots + 1).next_power_of_two()).unwrap(),
+            }]
+        );
     }
 }

@@ -67,6 +67,23 @@ pub struct ContentionReport {
     pub samples: u32,
     /// One entry per counter asked about, in order.
     pub tables: Vec<TableReport>,
+    /// The sessions that hold a writer index on this database: the live writers of the
+    /// `connection` strategy (docs/guide/strategies.md). `None` on SQLite, which has none, or
+    /// when the server could not say.
+    pub writers: Option<WriterIndices>,
+}
+
+/// The writer indices held on a database (on a Galera cluster, on the node the diagnostics ran
+/// on): each live session that has written through the `connection` strategy holds one, and
+/// writes to slot `index % slots`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WriterIndices {
+    /// The sessions holding one.
+    pub held: u64,
+    /// The largest index held; `None` when none is. Above `held - 1` when a session holding a
+    /// smaller one ended since.
+    pub highest: Option<u64>,
 }
 
 /// One counter's table, as [`diagnose`] found it.
@@ -179,6 +196,17 @@ pub enum Advice {
         rows_removed: u64,
         /// The rows now.
         rows: u64,
+    },
+    /// More sessions hold a writer index than the counter has slots: some of its writers share
+    /// a slot (the `connection` strategy).
+    MoreWritersThanSlots {
+        /// The sessions holding a writer index.
+        writers: u64,
+        /// The slot count now.
+        slots: u16,
+        /// A slot count to try (the writers, to the next power of two, at most
+        /// [`MAX_SLOTS`](crate::MAX_SLOTS)).
+        suggested: u16,
     },
     /// Reads of a record sum many rows, and no writer waited while the diagnostics looked.
     LowerSlots {
@@ -319,13 +347,26 @@ async fn report<E: Exec>(
             table.lock_waits = merge(before, seen);
         }
     }
+    let writers = match sql::writers(dialect) {
+        Some(statement) => exec
+            .load::<_, sql::WritersRow>(statement)
+            .await
+            .ok()
+            .and_then(|rows| rows.into_iter().next())
+            .map(|row| WriterIndices {
+                held: count(row.n),
+                highest: u64::try_from(row.highest).ok(),
+            }),
+        None => None,
+    };
     for table in &mut tables {
-        table.advice = advise(table);
+        table.advice = advise(table, writers.as_ref());
     }
     Ok(ContentionReport {
         dialect,
         samples,
         tables,
+        writers,
     })
 }
 

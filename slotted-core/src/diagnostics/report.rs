@@ -14,6 +14,17 @@ impl fmt::Display for ContentionReport {
             (_, 1) => writeln!(f, ", lock waits: one look)")?,
             (_, n) => writeln!(f, ", lock waits: {n} looks)")?,
         }
+        if let Some(writers) = &self.writers {
+            write!(
+                f,
+                "writer indices held (sessions writing with the connection strategy): {}",
+                writers.held
+            )?;
+            match writers.highest {
+                Some(highest) => writeln!(f, ", the highest {highest}")?,
+                None => writeln!(f)?,
+            }
+        }
         for table in &self.tables {
             writeln!(f)?;
             table.fmt(f)?;
@@ -164,6 +175,16 @@ impl fmt::Display for Advice {
                 f,
                 "compact: {rows_removed} of its {rows} rows would go, and every read sums the \
                  rows of its record; run `compact_all` (from a periodic job)"
+            ),
+            Advice::MoreWritersThanSlots {
+                writers,
+                slots,
+                suggested,
+            } => write!(
+                f,
+                "raise the slot count: {writers} sessions hold a writer index on this database, \
+                 more than the {slots} slots, so some of them share a slot; try \
+                 `slots = {suggested}`"
             ),
             Advice::LowerSlots {
                 rows_per_read,

@@ -288,6 +288,48 @@ fn number<'a, DB: CounterBackend, T: std::str::FromStr>(
     }
 }
 
+/// The sessions that hold a writer index on this database (the `connection` strategy's: see
+/// `sql::slot`), one row: `n`, and `highest`, the largest index held (-1 for none).
+/// PostgreSQL: its advisory locks in `pg_locks`; MySQL, MariaDB: `IS_USED_LOCK` of every index's
+/// name (the node's own, on a Galera cluster). `None` on SQLite, which has none.
+pub(crate) fn writers(dialect: Dialect) -> Option<Diagnostic> {
+    use super::slot::{mysql_digits, mysql_lock_name, INDEX_LOCK_CLASS, MYSQL_SIDE};
+    let text = match dialect {
+        Dialect::Sqlite => return None,
+        Dialect::Postgres => format!(
+            "SELECT CAST(COUNT(*) AS BIGINT) AS n, \
+             CAST(COALESCE(MAX(CAST(objid AS BIGINT)), -1) AS BIGINT) AS highest FROM pg_locks \
+             WHERE locktype = 'advisory' AND classid = {INDEX_LOCK_CLASS} AND objsubid = 2 \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        ),
+        Dialect::Mysql => format!(
+            "{with} SELECT CAST(COUNT(*) AS SIGNED) AS n, \
+             CAST(COALESCE(MAX({index}), -1) AS SIGNED) AS highest \
+             FROM slotted_d AS hi, slotted_d AS lo WHERE IS_USED_LOCK({name}) IS NOT NULL",
+            with = mysql_digits(),
+            index = format!("hi.d * {MYSQL_SIDE} + lo.d"),
+            name = mysql_lock_name(&format!("hi.d * {MYSQL_SIDE} + lo.d")),
+        ),
+    };
+    Some(Diagnostic::new(&text, &[]))
+}
+
+/// A row of [`writers`].
+#[derive(Debug)]
+pub(crate) struct WritersRow {
+    pub n: i64,
+    pub highest: i64,
+}
+
+impl<DB: CounterBackend> QueryableByName<DB> for WritersRow {
+    fn build<'a>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
+        Ok(WritersRow {
+            n: big_int(row, "n")?,
+            highest: big_int(row, "highest")?,
+        })
+    }
+}
+
 /// A row of [`stats`].
 #[derive(Debug)]
 pub(crate) struct StatsRow {

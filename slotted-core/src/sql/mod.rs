@@ -17,7 +17,7 @@ pub(crate) mod diagnostics;
 pub(crate) mod flush;
 pub(crate) mod maintenance;
 pub(crate) mod read;
-mod slot;
+pub(crate) mod slot;
 pub(crate) mod transaction;
 pub(crate) mod write;
 

@@ -23,16 +23,20 @@
 //!   smaller index was freed meanwhile.
 //! - **MySQL, MariaDB**: a named lock `GET_LOCK('slotted.<index>.<database>', 0)` (released
 //!   when the session ends), the smallest index whose lock `IS_FREE_LOCK`, kept in the user
-//!   variable `@slotted_writer`. Two sessions racing for the same index: the loser writes this
-//!   once to its connection id's slot and tries again on its next write.
+//!   variable `@slotted_writer`. Taken by a statement of its own ([`TakeWriterIndex`]), run when
+//!   a write finds no index: MySQL would plan the taking on every write were it in the write's
+//!   statement. Two sessions racing for the same index: the loser tries again.
 //!
 //! Both cost nothing per write once the index is taken: the statement reads a session variable.
 //! A `WHERE` (the prefill `UPDATE`) only reads the index, never takes one: a session without an
-//! index matches no row there, and its write goes on to the upsert, which takes it. With every
+//! index matches no row there, and its write goes on to the upsert, which takes it (on MySQL,
+//! through `TakeWriterIndex`). With every
 //! index taken (more than [`WRITER_INDICES`] writers on one database), a session writes to its
 //! connection id's slot, as before the index existed.
 
-use diesel::query_builder::AstPass;
+use diesel::deserialize::{self, QueryableByName};
+use diesel::query_builder::{AstPass, QueryFragment, QueryId};
+use diesel::row::NamedRow;
 use diesel::QueryResult;
 
 use super::SlotValue;
@@ -40,12 +44,32 @@ use crate::dialect::{CounterBackend, Dialect};
 
 /// How many writer indices a database hands out (`0..WRITER_INDICES`): the most slots a
 /// counter can have ([`crate::MAX_SLOTS`]).
-pub const WRITER_INDICES: u16 = crate::MAX_SLOTS;
+pub(crate) const WRITER_INDICES: u16 = crate::MAX_SLOTS;
 
 /// The first key of PostgreSQL's two-key advisory locks that hold writer indices (`'slot'` in
 /// ASCII); the second is the index. `pg_locks` shows them as `locktype = 'advisory'`,
 /// `classid = 1936486260`, `objsubid = 2`.
-pub const INDEX_LOCK_CLASS: i32 = 0x736c_6f74;
+pub(crate) const INDEX_LOCK_CLASS: i32 = 0x736c_6f74;
+
+/// MySQL: the indices are `hi * MYSQL_SIDE + lo` over the rows of [`mysql_digits`] twice.
+pub(crate) const MYSQL_SIDE: u16 = 32;
+const _: () = assert!(MYSQL_SIDE * MYSQL_SIDE == WRITER_INDICES);
+
+/// MySQL: `WITH RECURSIVE slotted_d (d)`, the numbers `0..MYSQL_SIDE` (a recursion of 31 steps,
+/// well under every server's limit).
+pub(crate) fn mysql_digits() -> String {
+    format!(
+        "WITH RECURSIVE slotted_d (d) AS (SELECT 0 UNION ALL SELECT d + 1 FROM slotted_d \
+         WHERE d < {})",
+        MYSQL_SIDE - 1
+    )
+}
+
+/// MySQL: the name of the named lock that holds the writer index `index` (an SQL expression)
+/// on this database, within the 64 characters a lock name may have.
+pub(crate) fn mysql_lock_name(index: &str) -> String {
+    format!("LEFT(CONCAT('slotted.', {index}, '.', DATABASE()), 64)")
+}
 
 /// The PostgreSQL session setting that keeps the index.
 const PG_SETTING: &str = "'slotted.writer'";
@@ -104,32 +128,13 @@ fn push_writer_slot<'b, DB: CounterBackend>(
             out.push_sql(" AS SMALLINT)");
             Ok(())
         }
+        // Only read: MySQL plans a statement's every subquery on each execution, even one it
+        // never evaluates, and taking an index costs one (60 µs a write, measured). A session
+        // without an index writes a NULL slot, which a single-row INSERT refuses with nothing
+        // written (error 1048): the add then runs `TakeWriterIndex` and writes again.
         Dialect::Mysql => {
-            let index = if take {
-                // `IS_FREE_LOCK` over every index, then `GET_LOCK` on the smallest free one:
-                // the candidates come from a join, whose row order MySQL does not keep (its
-                // join buffer reorders them), so they are not tried in order as on PostgreSQL.
-                let name = |i: &str| format!("LEFT(CONCAT('slotted.', {i}, '.', DATABASE()), 64)");
-                const SIDE: u16 = 32;
-                const _: () = assert!(SIDE * SIDE == WRITER_INDICES);
-                let side = SIDE;
-                format!(
-                    "COALESCE(@slotted_writer, IF(GET_LOCK({lock}, 0) = 1, \
-                     @slotted_writer := @slotted_candidate, {indices} + MOD(CONNECTION_ID(), \
-                     {indices})))",
-                    lock = name(&format!(
-                        "@slotted_candidate := (WITH RECURSIVE slotted_d (d) AS (SELECT 0 \
-                         UNION ALL SELECT d + 1 FROM slotted_d WHERE d < {last}) \
-                         SELECT MIN(hi.d * {side} + lo.d) FROM slotted_d AS hi, slotted_d AS lo \
-                         WHERE IS_FREE_LOCK({free}) = 1)",
-                        last = side - 1,
-                        free = name(&format!("hi.d * {side} + lo.d")),
-                    ))
-                )
-            } else {
-                "@slotted_writer".to_owned()
-            };
-            push_node_share(out, &index, slots)
+            let _ = take;
+            push_node_share(out, "@slotted_writer", slots)
         }
         // Never chosen on SQLite, which has no server session: the caller binds a slot.
         Dialect::Sqlite => {
@@ -162,4 +167,51 @@ fn push_node_share<'b, DB: CounterBackend>(
     DB::push_big_int(out, slots)?;
     out.push_sql(")");
     Ok(())
+}
+
+/// MySQL: takes this session's writer index, or reads it when the session has one: one row,
+/// `n`, the index, or -1 when another session took the candidate first (try again). With
+/// `fallback` 1, a session that loses keeps `WRITER_INDICES + CONNECTION_ID() % WRITER_INDICES`
+/// instead (every index taken, or a race lost too often).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TakeWriterIndex {
+    pub fallback: i64,
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for TakeWriterIndex {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let (indices, side) = (WRITER_INDICES, MYSQL_SIDE);
+        out.push_sql(&format!(
+            "SELECT CAST(COALESCE(@slotted_writer, IF(GET_LOCK({lock}, 0) = 1, \
+             @slotted_writer := @slotted_candidate, IF(",
+            lock = mysql_lock_name(&format!(
+                "@slotted_candidate := ({with} SELECT MIN(hi.d * {side} + lo.d) \
+                 FROM slotted_d AS hi, slotted_d AS lo WHERE IS_FREE_LOCK({free}) = 1)",
+                with = mysql_digits(),
+                free = mysql_lock_name(&format!("hi.d * {side} + lo.d")),
+            )),
+        ));
+        DB::push_big_int(&mut out, &self.fallback)?;
+        out.push_sql(&format!(
+            " = 1, @slotted_writer := {indices} + MOD(CONNECTION_ID(), {indices}), -1))) \
+             AS SIGNED) AS n"
+        ));
+        Ok(())
+    }
+}
+
+impl QueryId for TakeWriterIndex {
+    type QueryId = Self;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+impl<Conn> diesel::RunQueryDsl<Conn> for TakeWriterIndex {}
+
+/// A row of [`TakeWriterIndex`].
+pub(crate) struct WriterIndex(pub i64);
+
+impl<DB: CounterBackend> QueryableByName<DB> for WriterIndex {
+    fn build<'a>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
+        DB::read_big_int(row, "n").map(WriterIndex)
+    }
 }
