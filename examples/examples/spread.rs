@@ -281,7 +281,7 @@ async fn face<F: Face>(
             let mut t = Trial {
                 url,
                 record: *record,
-                dice: Dice(0x5eed ^ (*record as u64) << 8 | trial as u64 + 1),
+                dice: Dice((0x5eed ^ ((*record as u64) << 8)) | (trial as u64 + 1)),
             };
             let (others, ours, before) = match kind {
                 "fresh" => fresh::<F>(&mut t, observer, pool).await,

@@ -18,6 +18,7 @@ backend_tests! {
 /// The `connection` strategy's writers: the sessions holding a writer index, and the advice
 /// to raise the slots once they outnumber a counter's (`Event::hits`: 8 slots). SQLite has
 /// none: `writers` is `None` there (`counts_rows_records_and_what_compaction_removes`).
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 fn reports_the_writer_indices_held<C: TestConnection>(test: &str) {
     use slotted_tests::models::Event;
     let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
@@ -44,7 +45,9 @@ fn reports_the_writer_indices_held<C: TestConnection>(test: &str) {
         "3 writers, 8 slots: {report}"
     );
     assert!(
-        report.to_string().contains("writer indices held (sessions writing with the connection strategy): 3, the highest 2"),
+        report.to_string().contains(
+            "writer indices held (sessions writing with the connection strategy): 3, the highest 2"
+        ),
         "{report}"
     );
     writers.extend((0..6).map(|_| C::open(&db.url)));
@@ -62,7 +65,12 @@ fn reports_the_writer_indices_held<C: TestConnection>(test: &str) {
         }),
         "{report}"
     );
-    assert!(report.to_string().contains("raise the slot count: 9 sessions"), "{report}");
+    assert!(
+        report
+            .to_string()
+            .contains("raise the slot count: 9 sessions"),
+        "{report}"
+    );
 }
 
 fn insert(conn: &mut impl SimpleConnection, table: &str, columns: &str, rows: &[&str]) {

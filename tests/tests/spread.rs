@@ -48,6 +48,9 @@ async fn assert_distinct<F: Face>(
     assert!(found.values().all(|&c| c == 1), "{what}: {found:?}");
 }
 
+// The lock only keeps the sync and the async test (each on a runtime of its own, or none) from
+// running at once; no other task of the same runtime ever waits for it.
+#[allow(clippy::await_holding_lock)]
 async fn spread<F: Face>(test: &str, seed: u64) {
     let Some(db) = TestDb::new::<F::Sync>(test) else {
         return;
@@ -168,7 +171,6 @@ fn sync_writers_hold_distinct_slots<C: TestConnection>(test: &str) {
 /// lock is re-entrant), not a second one. On MySQL the user variable and the named lock both
 /// outlive the transaction. Either way the next session gets the next index.
 fn a_rolled_back_first_write_keeps_its_index<C: TestConnection>(test: &str) {
-    use diesel::Connection;
     let Some((db, mut observer)) = TestDb::migrated::<C>(test) else {
         return;
     };
@@ -180,13 +182,19 @@ fn a_rolled_back_first_write_keeps_its_index<C: TestConnection>(test: &str) {
     let mut first = C::open(&db.url);
     let rolled_back = first.transaction(|conn| {
         Reaction::hearts_of(1).increment(conn)?;
-        Err::<(), _>(slotted_core::Error::from(diesel::result::Error::RollbackTransaction))
+        Err::<(), _>(slotted_core::Error::from(
+            diesel::result::Error::RollbackTransaction,
+        ))
     });
     assert!(rolled_back.is_err());
     assert!(slots(&mut observer, "reactions_hearts_slots", 1).is_empty());
-    Reaction::hearts_of(1).increment(&mut first).expect("an increment");
+    Reaction::hearts_of(1)
+        .increment(&mut first)
+        .expect("an increment");
     let mut second = C::open(&db.url);
-    Reaction::hearts_of(1).increment(&mut second).expect("an increment");
+    Reaction::hearts_of(1)
+        .increment(&mut second)
+        .expect("an increment");
     assert_eq!(
         slots(&mut observer, "reactions_hearts_slots", 1),
         BTreeMap::from([(0, 1), (1, 1)]),

@@ -88,7 +88,10 @@ mod tests {
             lock: "tuple".into(),
             query: String::new(),
         };
-        let advice = advise(&table(16, 15, 16, vec![wait("1"), wait("1"), wait("2")]), None);
+        let advice = advise(
+            &table(16, 15, 16, vec![wait("1"), wait("1"), wait("2")]),
+            None,
+        );
         assert_eq!(
             advice,
             vec![

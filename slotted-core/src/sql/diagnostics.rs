@@ -302,14 +302,16 @@ pub(crate) fn writers(dialect: Dialect) -> Option<Diagnostic> {
              WHERE locktype = 'advisory' AND classid = {INDEX_LOCK_CLASS} AND objsubid = 2 \
              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         ),
-        Dialect::Mysql => format!(
-            "{with} SELECT CAST(COUNT(*) AS SIGNED) AS n, \
-             CAST(COALESCE(MAX({index}), -1) AS SIGNED) AS highest \
-             FROM slotted_d AS hi, slotted_d AS lo WHERE IS_USED_LOCK({name}) IS NOT NULL",
-            with = mysql_digits(),
-            index = format!("hi.d * {MYSQL_SIDE} + lo.d"),
-            name = mysql_lock_name(&format!("hi.d * {MYSQL_SIDE} + lo.d")),
-        ),
+        Dialect::Mysql => {
+            let index = format!("hi.d * {MYSQL_SIDE} + lo.d");
+            format!(
+                "{with} SELECT CAST(COUNT(*) AS SIGNED) AS n, \
+                 CAST(COALESCE(MAX({index}), -1) AS SIGNED) AS highest \
+                 FROM slotted_d AS hi, slotted_d AS lo WHERE IS_USED_LOCK({name}) IS NOT NULL",
+                with = mysql_digits(),
+                name = mysql_lock_name(&index),
+            )
+        }
     };
     Some(Diagnostic::new(&text, &[]))
 }
