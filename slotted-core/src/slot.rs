@@ -192,7 +192,7 @@ mod tests {
 pub(crate) enum SlotValue {
     /// Chosen in Rust and bound.
     Bound(i16),
-    /// The server's identity of the connection, modulo this many slots: PostgreSQL's backend
-    /// PID, MySQL's connection id (SQLite has none: the caller binds a slot instead).
+    /// The session's writer index, modulo this many slots, as the server keeps it
+    /// (`sql::slot`; SQLite has no server session: the caller binds a slot instead).
     Connection(i64),
 }
