@@ -103,30 +103,41 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
     }
 }
 
-/// Runs the upsert. On MySQL a session that holds no writer index yet (the `connection`
-/// strategy: `sql::slot`) writes a NULL slot, which the single-row `INSERT` refuses with nothing
-/// written (error 1048, `NotNullViolation`; inside a transaction, only the statement is rolled
-/// back): the session takes an index, and the upsert runs again.
+/// Runs the upsert. With the `connection` strategy (`sql::slot`) the upsert only reads the
+/// session's writer index; a session that holds none yet writes nothing. On MySQL its NULL slot
+/// is refused by the single-row `INSERT` (error 1048, `NotNullViolation`; inside a transaction,
+/// only the statement is rolled back): the session takes an index, and the upsert runs again.
+/// On PostgreSQL it writes no row (an error would abort the caller's transaction): the upsert
+/// runs again as the statement that takes the index.
 async fn upsert<E: Exec, K: crate::sql::CacheBy + Sync + Copy>(
     exec: &mut E,
     statement: AddToSlot<'_, K>,
 ) -> diesel::QueryResult<usize> {
     let first = exec.execute(statement).await;
-    match first {
-        Err(diesel::result::Error::DatabaseError(
-            diesel::result::DatabaseErrorKind::NotNullViolation,
-            _,
-        )) if needs_writer_index::<E>(statement.slot) => {
+    if !matches!(statement.slot, crate::sql::SlotValue::Connection(_)) {
+        return first;
+    }
+    match (E::Backend::DIALECT, first) {
+        (
+            Dialect::Mysql,
+            Err(diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::NotNullViolation,
+                _,
+            )),
+        ) => {
             take_writer_index(exec).await?;
             exec.execute(statement).await
         }
-        other => other,
+        // PostgreSQL: nothing written, for want of an index or by the overflow guard. The
+        // statement that takes the index writes as well, in one statement (behind a
+        // transaction pooler the next statement may run on another server session); its 0 is
+        // the overflow guard's.
+        (Dialect::Postgres, Ok(0)) => {
+            exec.execute(crate::sql::write::TakeSlotAndAdd(statement))
+                .await
+        }
+        (_, other) => other,
     }
-}
-
-/// Whether a write to `slot` reads a MySQL session's writer index.
-fn needs_writer_index<E: Exec>(slot: crate::sql::SlotValue) -> bool {
-    E::Backend::DIALECT == Dialect::Mysql && matches!(slot, crate::sql::SlotValue::Connection(_))
 }
 
 /// MySQL: makes sure this session holds a writer index (see `sql::slot`). A session that loses

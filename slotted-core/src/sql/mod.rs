@@ -153,7 +153,8 @@ pub(crate) fn push_row_columns<DB: Backend>(
 pub(crate) use crate::slot::SlotValue;
 
 /// One row's values in the order of [`push_row_columns`], then `count` if given; `record_type`
-/// only for shared storage and when `with_record_type`.
+/// only for shared storage and when `with_record_type`; the slot only read (`read_slot`: the
+/// session's writer index, never taken) or as written.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn push_tuple<'b, DB: CounterBackend>(
     out: &mut AstPass<'_, 'b, DB>,
@@ -163,6 +164,7 @@ pub(crate) fn push_tuple<'b, DB: CounterBackend>(
     bucket: &'b i64,
     slot: &'b SlotValue,
     count: Option<&'b i64>,
+    read_slot: bool,
 ) -> QueryResult<()> {
     out.push_sql("(");
     if let (true, Storage::Shared { record_type }) = (with_record_type, &spec.storage) {
@@ -175,7 +177,11 @@ pub(crate) fn push_tuple<'b, DB: CounterBackend>(
         DB::push_big_int(out, bucket)?;
     }
     out.push_sql(", ");
-    slot.push(out)?;
+    if read_slot {
+        slot.push_match(out)?;
+    } else {
+        slot.push(out)?;
+    }
     if let Some(count) = count {
         out.push_sql(", ");
         DB::push_big_int(out, count)?;

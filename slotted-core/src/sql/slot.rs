@@ -51,6 +51,11 @@ pub(crate) const WRITER_INDICES: u16 = crate::MAX_SLOTS;
 /// `classid = 1936486260`, `objsubid = 2`.
 pub(crate) const INDEX_LOCK_CLASS: i32 = 0x736c_6f74;
 
+/// PostgreSQL: a condition true when the session holds a writer index.
+pub(crate) fn push_holds_index<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>) {
+    out.push_sql(&format!("current_setting({PG_SETTING}, true) <> ''"));
+}
+
 /// MySQL: the indices are `hi * MYSQL_SIDE + lo` over the rows of [`mysql_digits`] twice.
 pub(crate) const MYSQL_SIDE: u16 = 32;
 const _: () = assert!(MYSQL_SIDE * MYSQL_SIDE == WRITER_INDICES);
