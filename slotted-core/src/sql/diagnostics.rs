@@ -293,7 +293,7 @@ fn number<'a, DB: CounterBackend, T: std::str::FromStr>(
 /// PostgreSQL: its advisory locks in `pg_locks`; MySQL, MariaDB: `IS_USED_LOCK` of every index's
 /// name (the node's own, on a Galera cluster). `None` on SQLite, which has none.
 pub(crate) fn writers(dialect: Dialect) -> Option<Diagnostic> {
-    use super::slot::{mysql_digits, mysql_lock_name, INDEX_LOCK_CLASS, MYSQL_SIDE};
+    use super::slot::{mysql_lock_name, mysql_over_indices, INDEX_LOCK_CLASS};
     let text = match dialect {
         Dialect::Sqlite => return None,
         Dialect::Postgres => format!(
@@ -302,16 +302,10 @@ pub(crate) fn writers(dialect: Dialect) -> Option<Diagnostic> {
              WHERE locktype = 'advisory' AND classid = {INDEX_LOCK_CLASS} AND objsubid = 2 \
              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         ),
-        Dialect::Mysql => {
-            let index = format!("hi.d * {MYSQL_SIDE} + lo.d");
-            format!(
-                "{with} SELECT CAST(COUNT(*) AS SIGNED) AS n, \
-                 CAST(COALESCE(MAX({index}), -1) AS SIGNED) AS highest \
-                 FROM slotted_d AS hi, slotted_d AS lo WHERE IS_USED_LOCK({name}) IS NOT NULL",
-                with = mysql_digits(),
-                name = mysql_lock_name(&index),
-            )
-        }
+        Dialect::Mysql => mysql_over_indices(
+            "CAST(COUNT(*) AS SIGNED) AS n, CAST(COALESCE(MAX({i}), -1) AS SIGNED) AS highest",
+            &format!("IS_USED_LOCK({}) IS NOT NULL", mysql_lock_name("{i}")),
+        ),
     };
     Some(Diagnostic::new(&text, &[]))
 }

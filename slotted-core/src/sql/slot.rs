@@ -56,17 +56,22 @@ pub(crate) fn push_holds_index<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>
     out.push_sql(&format!("current_setting({PG_SETTING}, true) <> ''"));
 }
 
-/// MySQL: the indices are `hi * MYSQL_SIDE + lo` over the rows of [`mysql_digits`] twice.
-pub(crate) const MYSQL_SIDE: u16 = 32;
+/// MySQL: the indices are `hi * MYSQL_SIDE + lo` (see [`mysql_over_indices`]).
+const MYSQL_SIDE: u16 = 32;
 const _: () = assert!(MYSQL_SIDE * MYSQL_SIDE == WRITER_INDICES);
 
-/// MySQL: `WITH RECURSIVE slotted_d (d)`, the numbers `0..MYSQL_SIDE` (a recursion of 31 steps,
-/// well under every server's limit).
-pub(crate) fn mysql_digits() -> String {
+/// MySQL: `SELECT <select> FROM <every writer index> WHERE <condition>`, where `select` and
+/// `condition` name the index as `{i}`. The indices are `hi * MYSQL_SIDE + lo` over the numbers
+/// `0..MYSQL_SIDE` of `WITH RECURSIVE slotted_d (d)` (a recursion of 31 steps, well under every
+/// server's limit), twice.
+pub(crate) fn mysql_over_indices(select: &str, condition: &str) -> String {
+    let index = format!("hi.d * {MYSQL_SIDE} + lo.d");
     format!(
         "WITH RECURSIVE slotted_d (d) AS (SELECT 0 UNION ALL SELECT d + 1 FROM slotted_d \
-         WHERE d < {})",
-        MYSQL_SIDE - 1
+         WHERE d < {last}) SELECT {select} FROM slotted_d AS hi, slotted_d AS lo WHERE {condition}",
+        last = MYSQL_SIDE - 1,
+        select = select.replace("{i}", &index),
+        condition = condition.replace("{i}", &index),
     )
 }
 
@@ -185,16 +190,15 @@ pub(crate) struct TakeWriterIndex {
 
 impl<DB: CounterBackend> QueryFragment<DB> for TakeWriterIndex {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        let (indices, side) = (WRITER_INDICES, MYSQL_SIDE);
+        let indices = WRITER_INDICES;
+        let smallest_free = mysql_over_indices(
+            "MIN({i})",
+            &format!("IS_FREE_LOCK({}) = 1", mysql_lock_name("{i}")),
+        );
         out.push_sql(&format!(
             "SELECT CAST(COALESCE(@slotted_writer, IF(GET_LOCK({lock}, 0) = 1, \
              @slotted_writer := @slotted_candidate, IF(",
-            lock = mysql_lock_name(&format!(
-                "@slotted_candidate := ({with} SELECT MIN(hi.d * {side} + lo.d) \
-                 FROM slotted_d AS hi, slotted_d AS lo WHERE IS_FREE_LOCK({free}) = 1)",
-                with = mysql_digits(),
-                free = mysql_lock_name(&format!("hi.d * {side} + lo.d")),
-            )),
+            lock = mysql_lock_name(&format!("@slotted_candidate := ({smallest_free})")),
         ));
         DB::push_big_int(&mut out, &self.fallback)?;
         out.push_sql(&format!(
