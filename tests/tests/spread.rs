@@ -221,11 +221,69 @@ async fn async_writers_hold_distinct_slots<A: slotted_tests::asynch::AsyncTestCo
     spread::<slotted_tests::spread::Async<A>>(test, 0x5eed_0002).await;
 }
 
+/// A session's first write cut off at any point: on MySQL the write refused for its NULL slot,
+/// `TakeWriterIndex`, the write again; on PostgreSQL the read-only write, then the write that
+/// takes the index. Each on a session of its own, dropped after it: every write counts once or
+/// not at all, and every index goes with its session (the next writer takes index 0).
+#[cfg(feature = "async")]
+async fn async_first_writes_cut_off_count_once<A: slotted_tests::asynch::AsyncTestConnection>(
+    test: &str,
+) {
+    use std::time::Duration;
+    let Some(db) = TestDb::new::<A::Sync>(&format!("async_{test}")) else {
+        return;
+    };
+    let mut observer = A::Sync::open(&db.url);
+    diesel_migrations::MigrationHarness::run_pending_migrations(
+        &mut observer,
+        CounterMigrations::of::<Reaction>(),
+    )
+    .expect("the reactions counter table");
+    let (mut acknowledged, mut cut_off) = (0_i64, 0_i64);
+    for i in 0..120_u64 {
+        let mut conn = A::open(&db.url).await;
+        // From well under a round trip to the three round trips of a MySQL first write.
+        let limit = Duration::from_micros(50 + (i * 97) % 3_000);
+        let hearts = Reaction::hearts_of(1);
+        match tokio::time::timeout(limit, hearts.increment_async(&mut conn)).await {
+            Ok(Ok(())) => acknowledged += 1,
+            Ok(Err(e)) => panic!("a first write that ran to its end failed: {e}"),
+            Err(_) => cut_off += 1,
+        }
+    }
+    assert!(
+        acknowledged > 0 && cut_off > 0,
+        "some cut off, not all: {acknowledged} acknowledged, {cut_off} cut off"
+    );
+    slotted_tests::spread::wait_for_sessions(&mut observer, 1);
+    let total: i64 = slots(&mut observer, "reactions_hearts_slots", 1)
+        .values()
+        .sum();
+    eprintln!(
+        "{}: first writes: {acknowledged} acknowledged, {cut_off} cut off, total {total}",
+        <A::Sync as TestConnection>::NAME
+    );
+    assert!(
+        acknowledged <= total && total <= acknowledged + cut_off,
+        "acknowledged {acknowledged} <= total {total} <= acknowledged + cut off {cut_off}"
+    );
+    let mut next = A::open(&db.url).await;
+    Reaction::hearts_of(2)
+        .increment_async(&mut next)
+        .await
+        .expect("an increment");
+    assert_eq!(
+        slots(&mut observer, "reactions_hearts_slots", 2),
+        BTreeMap::from([(0, 1)]),
+        "no index outlived its session"
+    );
+}
+
 #[cfg(feature = "async")]
 mod asynchronous {
-    use super::async_writers_hold_distinct_slots;
+    use super::{async_first_writes_cut_off_count_once, async_writers_hold_distinct_slots};
     slotted_tests::async_backend_tests! {
         all: [],
-        servers: [async_writers_hold_distinct_slots],
+        servers: [async_writers_hold_distinct_slots, async_first_writes_cut_off_count_once],
     }
 }
