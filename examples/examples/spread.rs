@@ -34,7 +34,9 @@ use diesel_migrations::MigrationHarness;
 use slotted_core::CounterMigrations;
 use slotted_examples::BoxError;
 use slotted_tests::models::Reaction;
-use slotted_tests::spread::{churn, open_interleaved, ready, slots, wait_for_room, Face, Sync};
+use slotted_tests::spread::{
+    churn, open_interleaved, ready, slots, wait_for_room, warm_up, Face, Sync, WARM_UP,
+};
 use slotted_tests::{Dice, TestConnection, TestDb};
 
 const SLOTS: usize = 64;
@@ -124,8 +126,11 @@ fn measure<C: TestConnection>(observer: &mut C, record: i32, identities: &[i64])
     (ours, before.len())
 }
 
-/// Each live writer: its server identity, then one increment of `record`.
+/// Each live writer: its server identity, then one increment of `record` (after one of
+/// [`WARM_UP`]: a PostgreSQL session's first write goes to its connection's slot and takes its
+/// writer index for the next).
 async fn write_all<F: Face>(writers: &mut [F::Conn], record: i32) -> Vec<i64> {
+    warm_up::<F>(writers).await;
     let mut identities = Vec::with_capacity(writers.len());
     for conn in writers.iter_mut() {
         identities.push(F::identity(conn).await);
@@ -341,11 +346,14 @@ fn behind_pooler(
                 std::thread::scope(|s| {
                     for _ in 0..64 {
                         s.spawn(|| {
-                            for _ in 0..20 {
-                                let mut conn = pool.get().expect("a connection through the pooler");
-                                Reaction::hearts_of(r)
-                                    .increment(&mut *conn)
-                                    .expect("an increment");
+                            for r in [WARM_UP, r] {
+                                for _ in 0..20 {
+                                    let mut conn =
+                                        pool.get().expect("a connection through the pooler");
+                                    Reaction::hearts_of(r)
+                                        .increment(&mut *conn)
+                                        .expect("an increment");
+                                }
                             }
                         });
                     }
@@ -361,13 +369,15 @@ fn behind_pooler(
                     for _ in 0..64 {
                         let pool = pool.clone();
                         tasks.spawn(async move {
-                            for _ in 0..20 {
-                                let mut conn =
-                                    pool.get().await.expect("a connection through the pooler");
-                                Reaction::hearts_of(r)
-                                    .increment_async(&mut conn)
-                                    .await
-                                    .expect("an increment");
+                            for r in [WARM_UP, r] {
+                                for _ in 0..20 {
+                                    let mut conn =
+                                        pool.get().await.expect("a connection through the pooler");
+                                    Reaction::hearts_of(r)
+                                        .increment_async(&mut conn)
+                                        .await
+                                        .expect("an increment");
+                                }
                             }
                         });
                     }

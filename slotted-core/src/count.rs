@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::exec::{load_keyed, Exec};
 use crate::key::{CounterKey, KeyValue, RawKey};
 use crate::sql::read::SumOne;
+use crate::sql::slot::Returned;
 use crate::sql::write::{AddToSlot, UpdateSlot};
 #[cfg(feature = "tracing")]
 use crate::sql::SlotValue;
@@ -104,22 +105,39 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
 }
 
 /// Runs the upsert. With the `connection` strategy (`sql::slot`) the upsert only reads the
-/// session's writer index; a session that holds none yet writes nothing. On MySQL its NULL slot
-/// is refused by the single-row `INSERT` (error 1048, `NotNullViolation`; inside a transaction,
-/// only the statement is rolled back): the session takes an index, and the upsert runs again.
-/// On PostgreSQL it writes no row (an error would abort the caller's transaction): the upsert
-/// runs again as the statement that takes the index.
+/// session's writer index. A MySQL session that holds none writes a NULL slot, which the
+/// single-row `INSERT` refuses (error 1048, `NotNullViolation`; inside a transaction, only the
+/// statement is rolled back): the session takes an index, and the upsert runs again. A
+/// PostgreSQL session that holds none writes to its connection's slot and says so (an error
+/// would abort the caller's transaction): the session then takes an index for its next writes.
+/// Behind a transaction pooler that statement may run on another server session, which then
+/// holds one; the session that wrote finds out again on its next write.
 async fn upsert<E: Exec, K: crate::sql::CacheBy + Sync + Copy>(
     exec: &mut E,
     statement: AddToSlot<'_, K>,
 ) -> diesel::QueryResult<usize> {
-    let first = exec.execute(statement).await;
-    if !matches!(statement.slot, crate::sql::SlotValue::Connection(_)) {
-        return first;
+    if statement.returns_index::<E::Backend>() {
+        let rows = exec.load::<_, Returned>(statement).await?;
+        match rows.first() {
+            Some(row) if !row.holds_index() => {
+                // The write is done (committed, outside a transaction): a failure to take the
+                // index only leaves the next write to try again. Inside a transaction it has
+                // aborted the caller's transaction, which must hear of it.
+                let in_transaction = exec.in_transaction();
+                match take_writer_index(exec).await {
+                    Err(e) if in_transaction => return Err(e),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        return Ok(rows.len());
     }
-    match (E::Backend::DIALECT, first) {
+    let first = exec.execute(statement).await;
+    match (E::Backend::DIALECT, &statement.slot, first) {
         (
             Dialect::Mysql,
+            crate::sql::SlotValue::Connection(_),
             Err(diesel::result::Error::DatabaseError(
                 diesel::result::DatabaseErrorKind::NotNullViolation,
                 _,
@@ -128,19 +146,11 @@ async fn upsert<E: Exec, K: crate::sql::CacheBy + Sync + Copy>(
             take_writer_index(exec).await?;
             exec.execute(statement).await
         }
-        // PostgreSQL: nothing written, for want of an index or by the overflow guard. The
-        // statement that takes the index writes as well, in one statement (behind a
-        // transaction pooler the next statement may run on another server session); its 0 is
-        // the overflow guard's.
-        (Dialect::Postgres, Ok(0)) => {
-            exec.execute(crate::sql::write::TakeSlotAndAdd(statement))
-                .await
-        }
-        (_, other) => other,
+        (_, _, other) => other,
     }
 }
 
-/// MySQL: makes sure this session holds a writer index (see `sql::slot`). A session that loses
+/// Makes sure this session holds a writer index (see `sql::slot`). A MySQL session that loses
 /// the race for an index to another tries the next; after 16 losses (or with every index
 /// taken) it keeps its connection id's slot.
 pub(crate) async fn take_writer_index<E: Exec>(exec: &mut E) -> diesel::QueryResult<()> {

@@ -24,6 +24,19 @@ pub trait Face {
     async fn identity(conn: &mut Self::Conn) -> i64;
 }
 
+/// The record every writer writes once before the writes a test looks at: a PostgreSQL
+/// session's first write goes to its connection's slot (`pg_backend_pid()`, as before writer
+/// indices) and takes the session's writer index for the writes after it (slotted-core's
+/// `sql::slot`). A MySQL session's first write already goes to its index's slot.
+pub const WARM_UP: i32 = 0;
+
+/// Every writer writes [`WARM_UP`] once.
+pub async fn warm_up<F: Face>(writers: &mut [F::Conn]) {
+    for conn in writers.iter_mut() {
+        F::heart(conn, WARM_UP).await;
+    }
+}
+
 /// Diesel's sync connections.
 pub struct Sync<C>(std::marker::PhantomData<C>);
 

@@ -164,6 +164,11 @@ fn uuid_keys<C: TestConnection + R2D2Connection>(test: &str) {
     exercise::<C, notes_claps_slots::table>(&db, &mut conn, keys, absent);
     // Errors and reports show a UUID as uuid::Uuid shows itself.
     let counter = Counter::<notes_claps_slots::table>::new(&keys[1]);
+    // A write first on another record: a PostgreSQL session's first write goes to its
+    // connection's slot and takes its writer index, so both adds below go to one slot.
+    Counter::<notes_claps_slots::table>::new(&uuid::Uuid::from_u128(7))
+        .increment(&mut conn)
+        .unwrap();
     counter.add(i64::MAX, &mut conn).unwrap(); // reset above: from 0
     let err = counter.add(1, &mut conn).unwrap_err();
     assert!(

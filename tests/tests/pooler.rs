@@ -591,18 +591,23 @@ fn the_connection_strategy_spreads_over_the_poolers_server_sessions() {
         .connection_customizer(Box::new(Cache(false)))
         .build(manager)
         .expect("an r2d2 pool through the pooler");
-    std::thread::scope(|s| {
-        for _ in 0..WRITERS {
-            s.spawn(|| {
-                for _ in 0..50 {
-                    let mut conn = pool.get().expect("a pooled connection");
-                    Reaction::hearts_of(1)
-                        .increment(&mut *conn)
-                        .expect("an increment through the pooler");
-                }
-            });
-        }
-    });
+    // Record 2 first: a server session's first write goes to its connection's slot and takes
+    // its index for the writes after it (the taking statement may run on another server
+    // session, which then holds one; the first finds out again on its next write).
+    for record in [2, 1] {
+        std::thread::scope(|s| {
+            for _ in 0..WRITERS {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        let mut conn = pool.get().expect("a pooled connection");
+                        Reaction::hearts_of(record)
+                            .increment(&mut *conn)
+                            .expect("an increment through the pooler");
+                    }
+                });
+            }
+        });
+    }
     #[derive(diesel::QueryableByName)]
     struct Held {
         #[diesel(sql_type = diesel::sql_types::Integer)]

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 
 use slotted_core::CounterMigrations;
 use slotted_tests::models::{Event, Reaction};
-use slotted_tests::spread::{churn, open_interleaved, ready, slots, Face, Sync};
+use slotted_tests::spread::{churn, open_interleaved, ready, slots, warm_up, Face, Sync, WARM_UP};
 use slotted_tests::{Dice, TestConnection, TestDb};
 
 /// Live writers in each step: half the 64 slots of `Reaction::hearts`, four times the 8 of
@@ -28,13 +28,15 @@ const CHILD: &str = "SLOTTED_SPREAD_CHILD";
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Every live writer writes `record` once: then it holds `writers` distinct slots, one write each.
+/// Every live writer writes `record` once (after its first write: see [`WARM_UP`]): then it holds
+/// `writers` distinct slots, one write each.
 async fn assert_distinct<F: Face>(
     observer: &mut F::Sync,
     writers: &mut [F::Conn],
     record: i32,
     what: &str,
 ) {
+    warm_up::<F>(writers).await;
     for conn in writers.iter_mut() {
         F::heart(conn, record).await;
     }
@@ -132,7 +134,8 @@ async fn spread<F: Face>(test: &str, seed: u64) {
     drop(bystanders);
 }
 
-/// The second process: opens `CHILD_WRITERS` connections, writes record 3 once from each, says
+/// The second process: opens `CHILD_WRITERS` connections, writes record 3 once from each (after
+/// [`WARM_UP`]), says
 /// `written`, and keeps them open until its stdin closes. Runs only when a test starts it.
 #[test]
 #[ignore = "started by the spread tests as their second process"]
@@ -143,10 +146,12 @@ fn spread_child() {
     let (backend, url) = args.split_once(' ').expect("<backend> <url>");
     fn run<C: TestConnection>(url: &str) {
         let mut conns: Vec<C> = (0..CHILD_WRITERS).map(|_| C::open(url)).collect();
-        for conn in &mut conns {
-            Reaction::hearts_of(3)
-                .increment(conn)
-                .expect("an increment");
+        for record in [WARM_UP, 3] {
+            for conn in &mut conns {
+                Reaction::hearts_of(record)
+                    .increment(conn)
+                    .expect("an increment");
+            }
         }
         println!("written");
         std::io::stdout().flush().expect("stdout");
@@ -169,7 +174,8 @@ fn sync_writers_hold_distinct_slots<C: TestConnection>(test: &str) {
 /// A session's first write rolled back: on PostgreSQL the setting that keeps the index rolls
 /// back with it while the advisory lock stays; the next write takes the same index again (the
 /// lock is re-entrant), not a second one. On MySQL the user variable and the named lock both
-/// outlive the transaction. Either way the next session gets the next index.
+/// outlive the transaction. Either way the next session gets the next index. (Record 1 takes
+/// the writes that take an index, record 2 the ones that show it: see [`WARM_UP`].)
 fn a_rolled_back_first_write_keeps_its_index<C: TestConnection>(test: &str) {
     let Some((db, mut observer)) = TestDb::migrated::<C>(test) else {
         return;
@@ -188,15 +194,16 @@ fn a_rolled_back_first_write_keeps_its_index<C: TestConnection>(test: &str) {
     });
     assert!(rolled_back.is_err());
     assert!(slots(&mut observer, "reactions_hearts_slots", 1).is_empty());
-    Reaction::hearts_of(1)
-        .increment(&mut first)
-        .expect("an increment");
     let mut second = C::open(&db.url);
-    Reaction::hearts_of(1)
-        .increment(&mut second)
-        .expect("an increment");
+    for record in [1, 2] {
+        for conn in [&mut first, &mut second] {
+            Reaction::hearts_of(record)
+                .increment(conn)
+                .expect("an increment");
+        }
+    }
     assert_eq!(
-        slots(&mut observer, "reactions_hearts_slots", 1),
+        slots(&mut observer, "reactions_hearts_slots", 2),
         BTreeMap::from([(0, 1), (1, 1)]),
         "the first session kept index 0, the second took 1"
     );
@@ -222,8 +229,8 @@ async fn async_writers_hold_distinct_slots<A: slotted_tests::asynch::AsyncTestCo
 }
 
 /// A session's first write cut off at any point: on MySQL the write refused for its NULL slot,
-/// `TakeWriterIndex`, the write again; on PostgreSQL the read-only write, then the write that
-/// takes the index. Each on a session of its own, dropped after it: every write counts once or
+/// `TakeWriterIndex`, the write again; on PostgreSQL the write to the connection's slot, then
+/// `TakeWriterIndex`. Each on a session of its own, dropped after it: every write counts once or
 /// not at all, and every index goes with its session (the next writer takes index 0).
 #[cfg(feature = "async")]
 async fn async_first_writes_cut_off_count_once<A: slotted_tests::asynch::AsyncTestConnection>(
@@ -268,10 +275,12 @@ async fn async_first_writes_cut_off_count_once<A: slotted_tests::asynch::AsyncTe
         "acknowledged {acknowledged} <= total {total} <= acknowledged + cut off {cut_off}"
     );
     let mut next = A::open(&db.url).await;
-    Reaction::hearts_of(2)
-        .increment_async(&mut next)
-        .await
-        .expect("an increment");
+    for record in [WARM_UP, 2] {
+        Reaction::hearts_of(record)
+            .increment_async(&mut next)
+            .await
+            .expect("an increment");
+    }
     assert_eq!(
         slots(&mut observer, "reactions_hearts_slots", 2),
         BTreeMap::from([(0, 1)]),

@@ -107,7 +107,16 @@ pub(crate) fn push_where_rows<'b, DB: CounterBackend, R>(
     out.push_sql(") IN (");
     let push_row = |out: &mut AstPass<'_, 'b, DB>, r: &'b R| {
         let (key, bucket, slot) = row(r);
-        push_tuple(out, spec, true, key, bucket, slot, None, false)
+        push_tuple(
+            out,
+            spec,
+            true,
+            key,
+            bucket,
+            slot,
+            None,
+            super::slot::Use::Take,
+        )
     };
     push_list(out, rows, push_row)?;
     if let [only] = rows {
@@ -133,7 +142,16 @@ pub(crate) fn push_rows_join<'b, DB: CounterBackend, R>(
     // `record_type` is one value for the whole statement: joined on below, not in each row.
     push_list(out, rows, |out, r| {
         let (key, bucket, slot, count) = row(r);
-        push_tuple(out, spec, false, key, bucket, slot, count, false)
+        push_tuple(
+            out,
+            spec,
+            false,
+            key,
+            bucket,
+            slot,
+            count,
+            super::slot::Use::Take,
+        )
     })?;
     out.push_sql(") AS slotted_rows (");
     out.push_identifier(RECORD_ID)?;
@@ -301,7 +319,16 @@ impl<DB: CounterBackend> QueryFragment<DB> for InsertRows<'_> {
         out.push_sql(") VALUES ");
         let spec = self.spec;
         push_list(&mut out, self.rows, |out, (key, bucket, slot, count)| {
-            push_tuple(out, spec, true, key, bucket, slot, Some(count), false)
+            push_tuple(
+                out,
+                spec,
+                true,
+                key,
+                bucket,
+                slot,
+                Some(count),
+                super::slot::Use::Take,
+            )
         })?;
         match (self.on_conflict, DB::DIALECT) {
             (OnConflict::Fail, _) | (OnConflict::Skip, Dialect::Mysql) => {}

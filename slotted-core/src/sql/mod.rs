@@ -153,8 +153,7 @@ pub(crate) fn push_row_columns<DB: Backend>(
 pub(crate) use crate::slot::SlotValue;
 
 /// One row's values in the order of [`push_row_columns`], then `count` if given; `record_type`
-/// only for shared storage and when `with_record_type`; the slot only read (`read_slot`: the
-/// session's writer index, never taken) or as written.
+/// only for shared storage and when `with_record_type`; the slot as `slot_use` says.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn push_tuple<'b, DB: CounterBackend>(
     out: &mut AstPass<'_, 'b, DB>,
@@ -164,7 +163,7 @@ pub(crate) fn push_tuple<'b, DB: CounterBackend>(
     bucket: &'b i64,
     slot: &'b SlotValue,
     count: Option<&'b i64>,
-    read_slot: bool,
+    slot_use: slot::Use,
 ) -> QueryResult<()> {
     out.push_sql("(");
     if let (true, Storage::Shared { record_type }) = (with_record_type, &spec.storage) {
@@ -177,11 +176,7 @@ pub(crate) fn push_tuple<'b, DB: CounterBackend>(
         DB::push_big_int(out, bucket)?;
     }
     out.push_sql(", ");
-    if read_slot {
-        slot.push_match(out)?;
-    } else {
-        slot.push(out)?;
-    }
+    slot.push_as(out, slot_use)?;
     if let Some(count) = count {
         out.push_sql(", ");
         DB::push_big_int(out, count)?;

@@ -17,22 +17,30 @@
 //!
 //! - **PostgreSQL**: a session-level advisory lock `(INDEX_LOCK_CLASS, index)` (released by the
 //!   server when the session ends), found by trying `0, 1, …` in order; the index is kept in the
-//!   session setting `slotted.writer` (`set_config`), so later writes read it and take no lock.
-//!   Should the first write's transaction roll back, the setting rolls back with it while the
-//!   lock stays: the next write retakes the same lock (advisory locks are re-entrant) unless a
-//!   smaller index was freed meanwhile.
+//!   session setting `slotted.writer` (`set_config`). The write reads it, or, in a session that
+//!   holds none, writes to the connection's slot (`pg_backend_pid()`, as before writer indices)
+//!   and says so (`RETURNING`): slotted then takes the index with [`TakeWriterIndex`], for the
+//!   session's next writes. Planning the taking in the write itself costs every write (PostgreSQL
+//!   plans a statement's every subquery, even one it never runs, and behind a transaction
+//!   pooler each write is planned anew); writing nothing without an index needs an
+//!   `INSERT … SELECT`, which costs 15–20% of an unprepared write (measured with pgbench
+//!   `-M extended`), and an error would abort the caller's transaction. Should the taking's
+//!   transaction roll back, the setting rolls back with it while the lock stays: the next taking
+//!   retakes the same lock (advisory locks are re-entrant) unless a smaller index was freed
+//!   meanwhile.
 //! - **MySQL, MariaDB**: a named lock `GET_LOCK('slotted.<index>.<database>', 0)` (released
 //!   when the session ends), the smallest index whose lock `IS_FREE_LOCK`, kept in the user
-//!   variable `@slotted_writer`. Taken by a statement of its own ([`TakeWriterIndex`]), run when
-//!   a write finds no index: MySQL would plan the taking on every write were it in the write's
-//!   statement. Two sessions racing for the same index: the loser tries again.
+//!   variable `@slotted_writer`. A session without an index writes a `NULL` slot, which the
+//!   single-row `INSERT` refuses with nothing written (error 1048; only the statement is rolled
+//!   back): slotted takes the index with [`TakeWriterIndex`] and writes again, so even a
+//!   session's first write goes to its index's slot. Two sessions racing for the same index:
+//!   the loser tries again.
 //!
 //! Both cost nothing per write once the index is taken: the statement reads a session variable.
-//! A `WHERE` (the prefill `UPDATE`) only reads the index, never takes one: a session without an
-//! index matches no row there, and its write goes on to the upsert, which takes it (on MySQL,
-//! through `TakeWriterIndex`). With every
-//! index taken (more than [`WRITER_INDICES`] writers on one database), a session writes to its
-//! connection id's slot, as before the index existed.
+//! A `WHERE` (the prefill `UPDATE`) only reads the index: a session without one matches no row,
+//! and its write goes on to the upsert. With every index taken (more than [`WRITER_INDICES`]
+//! writers on one database), a session writes to its connection id's slot, as before the index
+//! existed.
 
 use diesel::deserialize::{self, QueryableByName};
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
@@ -51,9 +59,28 @@ pub(crate) const WRITER_INDICES: u16 = crate::MAX_SLOTS;
 /// `classid = 1936486260`, `objsubid = 2`.
 pub(crate) const INDEX_LOCK_CLASS: i32 = 0x736c_6f74;
 
-/// PostgreSQL: a condition true when the session holds a writer index.
-pub(crate) fn push_holds_index<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>) {
-    out.push_sql(&format!("current_setting({PG_SETTING}, true) <> ''"));
+/// PostgreSQL: ` RETURNING <the session's writer index, as text; NULL or '' without one> AS w`,
+/// the reply of a write of [`Use::Write`] (a [`Returned`]).
+pub(crate) fn push_returning_index<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>) {
+    out.push_sql(&format!(
+        " RETURNING current_setting({PG_SETTING}, true) AS w"
+    ));
+}
+
+/// A row of a write that returns [`push_returning_index`].
+pub(crate) struct Returned(pub Option<String>);
+
+impl Returned {
+    /// Whether the session that wrote holds a writer index.
+    pub(crate) fn holds_index(&self) -> bool {
+        self.0.as_deref().is_some_and(|w| !w.is_empty())
+    }
+}
+
+impl<DB: CounterBackend> QueryableByName<DB> for Returned {
+    fn build<'a>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
+        DB::read_nullable_text(row, "w").map(Returned)
+    }
 }
 
 /// MySQL: the indices are `hi * MYSQL_SIDE + lo` (see [`mysql_over_indices`]).
@@ -85,16 +112,15 @@ pub(crate) fn mysql_lock_name(index: &str) -> String {
 const PG_SETTING: &str = "'slotted.writer'";
 
 impl SlotValue {
-    /// The slot a row is written to: for [`SlotValue::Connection`], the session's writer
-    /// slot, taking an index on the session's first write.
+    /// The slot of a multi-row write (a buffer flush): for [`SlotValue::Connection`], the
+    /// session's writer slot; on PostgreSQL taking an index in the statement when the session
+    /// holds none (planned once a flush, not once a write), on MySQL only read (the flush takes
+    /// the index first).
     pub(crate) fn push<'b, DB: CounterBackend>(
         &'b self,
         out: &mut AstPass<'_, 'b, DB>,
     ) -> QueryResult<()> {
-        match self {
-            SlotValue::Bound(slot) => DB::push_small_int(out, slot),
-            SlotValue::Connection(slots) => push_writer_slot(out, slots, true),
-        }
+        self.push_as(out, Use::Take)
     }
 
     /// The slot a row is matched by: for [`SlotValue::Connection`], the session's writer slot
@@ -104,36 +130,55 @@ impl SlotValue {
         &'b self,
         out: &mut AstPass<'_, 'b, DB>,
     ) -> QueryResult<()> {
+        self.push_as(out, Use::Match)
+    }
+
+    pub(crate) fn push_as<'b, DB: CounterBackend>(
+        &'b self,
+        out: &mut AstPass<'_, 'b, DB>,
+        how: Use,
+    ) -> QueryResult<()> {
         match self {
             SlotValue::Bound(slot) => DB::push_small_int(out, slot),
-            SlotValue::Connection(slots) => push_writer_slot(out, slots, false),
+            SlotValue::Connection(slots) => push_writer_slot(out, slots, how),
         }
     }
+}
+
+/// What a statement does with the writer index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Use {
+    /// A multi-row write: see [`SlotValue::push`].
+    Take,
+    /// A single-row write: the slot only read. A session without an index writes, on
+    /// PostgreSQL, to its connection's slot (the write returns [`push_returning_index`] to say
+    /// so); on MySQL, a `NULL` the `INSERT` refuses.
+    Write,
+    /// A `WHERE`: see [`SlotValue::push_match`].
+    Match,
 }
 
 fn push_writer_slot<'b, DB: CounterBackend>(
     out: &mut AstPass<'_, 'b, DB>,
     slots: &'b i64,
-    take: bool,
+    how: Use,
 ) -> QueryResult<()> {
     let indices = WRITER_INDICES;
     match DB::DIALECT {
         Dialect::Postgres => {
-            out.push_sql("CAST(CAST(");
-            if take {
+            out.push_sql("CAST(");
+            match how {
                 // One evaluation per statement (an InitPlan), however many rows it writes.
-                out.push_sql(&format!(
-                    "(SELECT COALESCE(NULLIF(current_setting({PG_SETTING}, true), ''), \
-                     set_config({PG_SETTING}, CAST(COALESCE((SELECT slotted_w FROM \
-                     generate_series(0, {last}) AS slotted_w \
-                     WHERE pg_try_advisory_lock({INDEX_LOCK_CLASS}, slotted_w) LIMIT 1), \
-                     {indices} + pg_backend_pid() % {indices}) AS TEXT), false)))",
-                    last = indices - 1
-                ));
-            } else {
-                out.push_sql(&format!("NULLIF(current_setting({PG_SETTING}, true), '')"));
+                Use::Take => out.push_sql(&format!("CAST({} AS INTEGER)", pg_take_index())),
+                Use::Write => out.push_sql(&format!(
+                    "COALESCE(CAST(NULLIF(current_setting({PG_SETTING}, true), '') AS INTEGER), \
+                     {indices} + pg_backend_pid() % {indices})"
+                )),
+                Use::Match => out.push_sql(&format!(
+                    "CAST(NULLIF(current_setting({PG_SETTING}, true), '') AS INTEGER)"
+                )),
             }
-            out.push_sql(" AS INTEGER) % ");
+            out.push_sql(" % ");
             DB::push_big_int(out, slots)?;
             out.push_sql(" AS SMALLINT)");
             Ok(())
@@ -142,10 +187,7 @@ fn push_writer_slot<'b, DB: CounterBackend>(
         // never evaluates, and taking an index costs one (60 µs a write, measured). A session
         // without an index writes a NULL slot, which a single-row INSERT refuses with nothing
         // written (error 1048): the add then runs `TakeWriterIndex` and writes again.
-        Dialect::Mysql => {
-            let _ = take;
-            push_node_share(out, "@slotted_writer", slots)
-        }
+        Dialect::Mysql => push_node_share(out, "@slotted_writer", slots),
         // Never chosen on SQLite, which has no server session: the caller binds a slot.
         Dialect::Sqlite => {
             out.push_sql("(0 * ");
@@ -154,6 +196,21 @@ fn push_writer_slot<'b, DB: CounterBackend>(
             Ok(())
         }
     }
+}
+
+/// PostgreSQL: the session's writer index as text, taken (and kept in the setting) when the
+/// session holds none: the smallest index whose advisory lock it gets, or, with every index
+/// taken, `WRITER_INDICES + pg_backend_pid() % WRITER_INDICES`.
+fn pg_take_index() -> String {
+    let indices = WRITER_INDICES;
+    format!(
+        "(SELECT COALESCE(NULLIF(current_setting({PG_SETTING}, true), ''), \
+         set_config({PG_SETTING}, CAST(COALESCE((SELECT slotted_w FROM \
+         generate_series(0, {last}) AS slotted_w \
+         WHERE pg_try_advisory_lock({INDEX_LOCK_CLASS}, slotted_w) LIMIT 1), \
+         {indices} + pg_backend_pid() % {indices}) AS TEXT), false)))",
+        last = indices - 1
+    )
 }
 
 /// `index`'s slot on this node. Node-aware: a Galera node hands out writer indices from 0 like
@@ -179,10 +236,11 @@ fn push_node_share<'b, DB: CounterBackend>(
     Ok(())
 }
 
-/// MySQL: takes this session's writer index, or reads it when the session has one: one row,
-/// `n`, the index, or -1 when another session took the candidate first (try again). With
-/// `fallback` 1, a session that loses keeps `WRITER_INDICES + CONNECTION_ID() % WRITER_INDICES`
-/// instead (every index taken, or a race lost too often).
+/// Takes this session's writer index, or reads it when the session has one: one row, `n`, the
+/// index. MySQL: -1 when another session took the candidate first (try again); with `fallback`
+/// 1, a session that loses keeps `WRITER_INDICES + CONNECTION_ID() % WRITER_INDICES` instead
+/// (every index taken, or a race lost too often). PostgreSQL's try-locks never lose a race
+/// (`fallback` unused).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TakeWriterIndex {
     pub fallback: i64,
@@ -191,6 +249,10 @@ pub(crate) struct TakeWriterIndex {
 impl<DB: CounterBackend> QueryFragment<DB> for TakeWriterIndex {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         let indices = WRITER_INDICES;
+        if DB::DIALECT == Dialect::Postgres {
+            out.push_sql(&format!("SELECT CAST({} AS BIGINT) AS n", pg_take_index()));
+            return Ok(());
+        }
         let smallest_free = mysql_over_indices(
             "MIN({i})",
             &format!("IS_FREE_LOCK({}) = 1", mysql_lock_name("{i}")),

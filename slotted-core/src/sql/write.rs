@@ -6,6 +6,7 @@ use std::marker::PhantomData;
 use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::QueryResult;
 
+use super::slot::Use;
 use super::{
     push_list, push_qualified, push_record_type, push_row_columns, push_row_match, push_tuple,
     statement, ByText, SlotValue, COUNT,
@@ -89,43 +90,30 @@ pub(crate) struct AddToSlot<'a, K = ByText> {
     pub cache: PhantomData<K>,
 }
 
+impl<K> AddToSlot<'_, K> {
+    /// Whether the statement returns the session's writer index (PostgreSQL, the `connection`
+    /// strategy): then it is loaded, not executed.
+    pub(crate) fn returns_index<DB: CounterBackend>(&self) -> bool {
+        DB::DIALECT == Dialect::Postgres && matches!(self.slot, SlotValue::Connection(_))
+    }
+}
+
 impl<DB: CounterBackend, K> QueryFragment<DB> for AddToSlot<'_, K> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        push_add(&mut out, self, false)
+        push_add(&mut out, self)
     }
 }
 
-/// PostgreSQL, the `connection` strategy: [`AddToSlot`] for a session that may hold no writer
-/// index yet, taking one in the statement (see `sql::slot`). `AddToSlot` only reads the index:
-/// planning the taking on every write costs PostgreSQL 25–30% of a bare increment (measured
-/// with the pooler benchmark), so it runs only when `AddToSlot` wrote nothing.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TakeSlotAndAdd<'a, K = ByText>(pub AddToSlot<'a, K>);
-
-impl<DB: CounterBackend, K> QueryFragment<DB> for TakeSlotAndAdd<'_, K> {
-    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        push_add(&mut out, &self.0, true)
-    }
-}
-
-/// `INSERT … VALUES (…) ON CONFLICT/ON DUPLICATE KEY …`. On PostgreSQL with the `connection`
-/// strategy and `take` false, the row comes from `SELECT * FROM (VALUES (…)) AS slotted_row
-/// WHERE <the session holds a writer index>` with the index only read: a session without one
-/// writes nothing (0 rows, as the overflow guard: the caller tells them apart by running
-/// [`TakeSlotAndAdd`]).
+/// `INSERT … VALUES (…) ON CONFLICT/ON DUPLICATE KEY …`, the slot only read
+/// ([`Use::Write`]). On PostgreSQL with the `connection` strategy it returns the
+/// session's writer index, empty when the session holds none and wrote to its connection's slot
+/// (`sql::slot`): a row when it wrote, none when the overflow guard stopped it.
 fn push_add<'b, DB: CounterBackend, K>(
     out: &mut AstPass<'_, 'b, DB>,
     add: &'b AddToSlot<'_, K>,
-    take: bool,
 ) -> QueryResult<()> {
-    let read_only =
-        !take && DB::DIALECT == Dialect::Postgres && matches!(add.slot, SlotValue::Connection(_));
     push_insert_into(out, add.spec)?;
-    out.push_sql(if read_only {
-        "SELECT * FROM (VALUES "
-    } else {
-        "VALUES "
-    });
+    out.push_sql("VALUES ");
     push_tuple(
         out,
         add.spec,
@@ -134,12 +122,8 @@ fn push_add<'b, DB: CounterBackend, K>(
         &add.bucket,
         &add.slot,
         Some(&add.delta),
-        read_only,
+        Use::Write,
     )?;
-    if read_only {
-        out.push_sql(") AS slotted_row WHERE ");
-        super::slot::push_holds_index(out);
-    }
     match DB::DIALECT {
         Dialect::Mysql => {
             out.push_sql(" ON DUPLICATE KEY UPDATE ");
@@ -149,7 +133,13 @@ fn push_add<'b, DB: CounterBackend, K>(
             out.push_sql(" + ");
             DB::push_big_int(out, &add.delta)
         }
-        Dialect::Sqlite | Dialect::Postgres => push_on_conflict_add(out, add.spec),
+        Dialect::Sqlite | Dialect::Postgres => {
+            push_on_conflict_add(out, add.spec)?;
+            if add.returns_index::<DB>() {
+                super::slot::push_returning_index(out);
+            }
+            Ok(())
+        }
     }
 }
 
@@ -215,7 +205,16 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
         if DB::DIALECT == Dialect::Sqlite {
             out.push_sql("VALUES ");
             push_list(&mut out, self.rows, |out, (key, bucket, delta)| {
-                push_tuple(out, spec, true, key, bucket, &self.slot, Some(delta), false)
+                push_tuple(
+                    out,
+                    spec,
+                    true,
+                    key,
+                    bucket,
+                    &self.slot,
+                    Some(delta),
+                    Use::Take,
+                )
             })?;
             return push_on_conflict_add(&mut out, spec);
         }
@@ -288,5 +287,5 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
     }
 }
 
-statement!(cached: AddToSlot, UpdateSlot, TakeSlotAndAdd);
+statement!(cached: AddToSlot, UpdateSlot);
 statement!(by_text: AddRows);
