@@ -5,9 +5,9 @@
 //! Rust type keys that SQL type ([`CounterKey::SqlType`]); the counter table's `record_id`
 //! column gets the same SQL type, so `diesel print-schema` agrees with the derive.
 //!
-//! The runtime binds and reads every key as one of a few canonical values ([`KeyKind`]); a
-//! newtype (`struct PostId(i32)`, as `diesel-derive-newtype` makes) keys a counter with
-//! `#[derive(SlottedKey)]`, which converts it to and from its inner type's value.
+//! The runtime binds and reads every key as one of a few canonical values ([`KeyKind`]). A
+//! newtype key (`struct PostId(i32)`, as `diesel-derive-newtype` makes) is not supported yet: the
+//! derive refuses it with a spanned error that says to key the field by its inner type.
 
 use std::fmt::Debug;
 use std::hash::Hash;
