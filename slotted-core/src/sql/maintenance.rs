@@ -4,6 +4,7 @@
 use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::QueryResult;
 
+use super::slot::Use;
 use super::{
     push_list, push_qualified, push_row_columns, push_row_match, push_tuple, statement,
     varies_with_batch, Scope, SlotValue, BUCKET, COUNT, RECORD_ID, RECORD_TYPE, SLOT,
@@ -107,16 +108,7 @@ pub(crate) fn push_where_rows<'b, DB: CounterBackend, R>(
     out.push_sql(") IN (");
     let push_row = |out: &mut AstPass<'_, 'b, DB>, r: &'b R| {
         let (key, bucket, slot) = row(r);
-        push_tuple(
-            out,
-            spec,
-            true,
-            key,
-            bucket,
-            slot,
-            None,
-            super::slot::Use::Take,
-        )
+        push_tuple(out, spec, true, key, bucket, slot, None, Use::Take)
     };
     push_list(out, rows, push_row)?;
     if let [only] = rows {
@@ -142,16 +134,7 @@ pub(crate) fn push_rows_join<'b, DB: CounterBackend, R>(
     // `record_type` is one value for the whole statement: joined on below, not in each row.
     push_list(out, rows, |out, r| {
         let (key, bucket, slot, count) = row(r);
-        push_tuple(
-            out,
-            spec,
-            false,
-            key,
-            bucket,
-            slot,
-            count,
-            super::slot::Use::Take,
-        )
+        push_tuple(out, spec, false, key, bucket, slot, count, Use::Take)
     })?;
     out.push_sql(") AS slotted_rows (");
     out.push_identifier(RECORD_ID)?;
@@ -319,16 +302,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for InsertRows<'_> {
         out.push_sql(") VALUES ");
         let spec = self.spec;
         push_list(&mut out, self.rows, |out, (key, bucket, slot, count)| {
-            push_tuple(
-                out,
-                spec,
-                true,
-                key,
-                bucket,
-                slot,
-                Some(count),
-                super::slot::Use::Take,
-            )
+            push_tuple(out, spec, true, key, bucket, slot, Some(count), Use::Take)
         })?;
         match (self.on_conflict, DB::DIALECT) {
             (OnConflict::Fail, _) | (OnConflict::Skip, Dialect::Mysql) => {}
