@@ -217,8 +217,54 @@ fn a_rolled_back_first_write_keeps_its_index<C: TestConnection>(test: &str) {
     }
 }
 
+/// Where a session's first two writes go (`sql::slot`). On PostgreSQL the first goes to its
+/// connection's slot, `(1024 + pg_backend_pid() % 1024) % 64` (the session holds no index yet,
+/// and the write says so), and the index is taken after it: the second goes to the index's slot.
+/// On MySQL both go to the index's slot (the first write's NULL slot is refused, the index
+/// taken, the write run again). Two sessions, a record each: indices 0 and 1.
+fn where_a_sessions_first_writes_go<C: TestConnection>(test: &str) {
+    let Some((db, mut observer)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    diesel_migrations::MigrationHarness::run_pending_migrations(
+        &mut observer,
+        CounterMigrations::of::<Reaction>(),
+    )
+    .expect("the reactions counter table");
+    // The first session stays open while the second writes: it holds index 0 meanwhile.
+    let mut open = Vec::new();
+    for (index, record) in [(0_i16, 1), (1, 2)] {
+        let mut conn = C::open(&db.url);
+        let identity = ready(Sync::<C>::identity(&mut conn));
+        for _ in 0..2 {
+            Reaction::hearts_of(record)
+                .increment(&mut conn)
+                .expect("an increment");
+        }
+        let first = match C::NAME {
+            "postgres" => ((1024 + identity % 1024) % 64) as i16,
+            _ => index,
+        };
+        let mut expected = BTreeMap::new();
+        for slot in [first, index] {
+            *expected.entry(slot).or_insert(0) += 1;
+        }
+        assert_eq!(
+            slots(&mut observer, "reactions_hearts_slots", record.into()),
+            expected,
+            "session {index} (server identity {identity}): its first write, then its index's slot"
+        );
+        open.push(conn);
+    }
+    drop(open);
+}
+
 slotted_tests::backend_tests! {
-    servers: [sync_writers_hold_distinct_slots, a_rolled_back_first_write_keeps_its_index],
+    servers: [
+        sync_writers_hold_distinct_slots,
+        a_rolled_back_first_write_keeps_its_index,
+        where_a_sessions_first_writes_go,
+    ],
 }
 
 #[cfg(feature = "async")]
