@@ -172,8 +172,8 @@ fn sync_writers_hold_distinct_slots<C: TestConnection>(test: &str) {
 }
 
 /// A session's first write rolled back: on PostgreSQL the setting that keeps the index rolls
-/// back with it while the advisory lock stays; the next write takes the same index again (the
-/// lock is re-entrant), not a second one. On MySQL the user variable and the named lock both
+/// back with it while the advisory lock stays; the next taking finds that lock and keeps its
+/// index, not a second one. On MySQL the user variable and the named lock both
 /// outlive the transaction. Either way the next session gets the next index. (Record 1 takes
 /// the writes that take an index, record 2 the ones that show it: see [`WARM_UP`].)
 fn a_rolled_back_first_write_keeps_its_index<C: TestConnection>(test: &str) {
@@ -215,6 +215,79 @@ fn a_rolled_back_first_write_keeps_its_index<C: TestConnection>(test: &str) {
         );
         assert_eq!(held, 2, "one index per session");
     }
+}
+
+/// The interleaving that gave a PostgreSQL session two indices: it took index 1 in a
+/// transaction that rolled back (the setting goes, the advisory lock stays), then index 0 was
+/// freed, then it wrote again. The next taking now finds the lock the session holds and keeps
+/// index 1; a new session takes 0. On MySQL the user variable outlives the transaction: the
+/// same outcome.
+fn a_rolled_back_index_is_kept_when_a_smaller_one_frees<C: TestConnection>(test: &str) {
+    let Some((db, mut observer)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    diesel_migrations::MigrationHarness::run_pending_migrations(
+        &mut observer,
+        CounterMigrations::of::<Reaction>(),
+    )
+    .expect("the reactions counter table");
+    let mut holder = C::open(&db.url);
+    for _ in 0..2 {
+        Reaction::hearts_of(1)
+            .increment(&mut holder)
+            .expect("an increment");
+    }
+    let mut first = C::open(&db.url);
+    let rolled_back = first.transaction(|conn| {
+        Reaction::hearts_of(2).increment(conn)?;
+        Err::<(), _>(slotted_core::Error::from(
+            diesel::result::Error::RollbackTransaction,
+        ))
+    });
+    assert!(rolled_back.is_err());
+    drop(holder);
+    slotted_tests::spread::wait_for_sessions(&mut observer, 2);
+    for _ in 0..2 {
+        Reaction::hearts_of(3)
+            .increment(&mut first)
+            .expect("an increment");
+    }
+    let identity = ready(Sync::<C>::identity(&mut first));
+    let holders: Vec<i64> = (0..2)
+        .map(|index| {
+            observer.query_i64(&match C::NAME {
+                "postgres" => format!(
+                    "SELECT CAST(COALESCE(MIN(pid), -1) AS BIGINT) AS n FROM pg_locks \
+                     WHERE locktype = 'advisory' AND classid = 1936486260 AND objsubid = 2 \
+                     AND objid = {index} AND database = \
+                     (SELECT oid FROM pg_database WHERE datname = current_database())"
+                ),
+                _ => format!(
+                    "SELECT CAST(COALESCE(IS_USED_LOCK(LEFT(CONCAT('slotted.', {index}, '.', \
+                     DATABASE()), 64)), -1) AS SIGNED) AS n"
+                ),
+            })
+        })
+        .collect();
+    assert_eq!(
+        holders,
+        [-1, identity],
+        "index 0 free, index 1 still the first session's (and no second index)"
+    );
+    // Its second write at least went to index 1's slot (on MySQL the first did too).
+    let written = slots(&mut observer, "reactions_hearts_slots", 3);
+    assert!(written.get(&1).is_some_and(|&n| n >= 1), "{written:?}");
+    let mut next = C::open(&db.url);
+    for record in [WARM_UP, 4] {
+        Reaction::hearts_of(record)
+            .increment(&mut next)
+            .expect("an increment");
+    }
+    assert_eq!(
+        slots(&mut observer, "reactions_hearts_slots", 4),
+        BTreeMap::from([(0, 1)]),
+        "a new session takes the freed index 0"
+    );
 }
 
 /// Where a session's first two writes go (`sql::slot`). On PostgreSQL the first goes to its
@@ -263,6 +336,7 @@ slotted_tests::backend_tests! {
     servers: [
         sync_writers_hold_distinct_slots,
         a_rolled_back_first_write_keeps_its_index,
+        a_rolled_back_index_is_kept_when_a_smaller_one_frees,
         where_a_sessions_first_writes_go,
     ],
 }

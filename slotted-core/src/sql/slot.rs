@@ -26,8 +26,8 @@
 //!   `INSERT … SELECT`, which costs 15–20% of an unprepared write (measured with pgbench
 //!   `-M extended`), and an error would abort the caller's transaction. Should the taking's
 //!   transaction roll back, the setting rolls back with it while the lock stays: the next taking
-//!   retakes the same lock (advisory locks are re-entrant) unless a smaller index was freed
-//!   meanwhile.
+//!   finds the lock the session holds (`pg_locks`) and keeps that index, so a session never
+//!   holds two.
 //! - **MySQL, MariaDB**: a named lock `GET_LOCK('slotted.<index>.<database>', 0)` (released
 //!   when the session ends), the smallest index whose lock `IS_FREE_LOCK`, kept in the user
 //!   variable `@slotted_writer`. A session without an index writes a `NULL` slot, which the
@@ -199,14 +199,20 @@ fn push_writer_slot<'b, DB: CounterBackend>(
 }
 
 /// PostgreSQL: the session's writer index as text, taken (and kept in the setting) when the
-/// session holds none: the smallest index whose advisory lock it gets, or, with every index
-/// taken, `WRITER_INDICES + pg_backend_pid() % WRITER_INDICES`.
+/// session holds none: the index whose advisory lock the session already holds (the setting is
+/// gone when the transaction that took the index rolled back, or after `RESET ALL`; the lock
+/// stays), else the smallest index whose lock it gets, or, with every index taken,
+/// `WRITER_INDICES + pg_backend_pid() % WRITER_INDICES`. Only evaluated when the setting is
+/// empty.
 fn pg_take_index() -> String {
     let indices = WRITER_INDICES;
     format!(
         "(SELECT COALESCE(NULLIF(current_setting({PG_SETTING}, true), ''), \
-         set_config({PG_SETTING}, CAST(COALESCE((SELECT slotted_w FROM \
-         generate_series(0, {last}) AS slotted_w \
+         set_config({PG_SETTING}, CAST(COALESCE(\
+         (SELECT MIN(CAST(objid AS BIGINT)) FROM pg_locks WHERE locktype = 'advisory' \
+         AND classid = {INDEX_LOCK_CLASS} AND objsubid = 2 AND pid = pg_backend_pid() \
+         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())), \
+         (SELECT slotted_w FROM generate_series(0, {last}) AS slotted_w \
          WHERE pg_try_advisory_lock({INDEX_LOCK_CLASS}, slotted_w) LIMIT 1), \
          {indices} + pg_backend_pid() % {indices}) AS TEXT), false)))",
         last = indices - 1
