@@ -171,28 +171,40 @@ fn sync_writers_hold_distinct_slots<C: TestConnection>(test: &str) {
     ready(spread::<Sync<C>>(test, 0x5eed_0001));
 }
 
+/// A database of the test's own with the `Reaction::hearts` counter table, and an observer.
+fn reactions<C: TestConnection>(test: &str) -> Option<(TestDb, C)> {
+    let (db, mut observer) = TestDb::migrated::<C>(test)?;
+    diesel_migrations::MigrationHarness::run_pending_migrations(
+        &mut observer,
+        CounterMigrations::of::<Reaction>(),
+    )
+    .expect("the reactions counter table");
+    Some((db, observer))
+}
+
+/// A new session whose first write, to `record`, is in a transaction that rolls back.
+fn open_after_a_rolled_back_write<C: TestConnection>(url: &str, record: i32) -> C {
+    let mut conn = C::open(url);
+    let rolled_back = conn.transaction(|conn| {
+        Reaction::hearts_of(record).increment(conn)?;
+        Err::<(), _>(slotted_core::Error::from(
+            diesel::result::Error::RollbackTransaction,
+        ))
+    });
+    assert!(rolled_back.is_err());
+    conn
+}
+
 /// A session's first write rolled back: on PostgreSQL the setting that keeps the index rolls
 /// back with it while the advisory lock stays; the next taking finds that lock and keeps its
 /// index, not a second one. On MySQL the user variable and the named lock both
 /// outlive the transaction. Either way the next session gets the next index. (Record 1 takes
 /// the writes that take an index, record 2 the ones that show it: see [`WARM_UP`].)
 fn a_rolled_back_first_write_keeps_its_index<C: TestConnection>(test: &str) {
-    let Some((db, mut observer)) = TestDb::migrated::<C>(test) else {
+    let Some((db, mut observer)) = reactions::<C>(test) else {
         return;
     };
-    diesel_migrations::MigrationHarness::run_pending_migrations(
-        &mut observer,
-        CounterMigrations::of::<Reaction>(),
-    )
-    .expect("the reactions counter table");
-    let mut first = C::open(&db.url);
-    let rolled_back = first.transaction(|conn| {
-        Reaction::hearts_of(1).increment(conn)?;
-        Err::<(), _>(slotted_core::Error::from(
-            diesel::result::Error::RollbackTransaction,
-        ))
-    });
-    assert!(rolled_back.is_err());
+    let mut first = open_after_a_rolled_back_write::<C>(&db.url, 1);
     assert!(slots(&mut observer, "reactions_hearts_slots", 1).is_empty());
     let mut second = C::open(&db.url);
     for record in [1, 2] {
@@ -223,28 +235,16 @@ fn a_rolled_back_first_write_keeps_its_index<C: TestConnection>(test: &str) {
 /// index 1; a new session takes 0. On MySQL the user variable outlives the transaction: the
 /// same outcome.
 fn a_rolled_back_index_is_kept_when_a_smaller_one_frees<C: TestConnection>(test: &str) {
-    let Some((db, mut observer)) = TestDb::migrated::<C>(test) else {
+    let Some((db, mut observer)) = reactions::<C>(test) else {
         return;
     };
-    diesel_migrations::MigrationHarness::run_pending_migrations(
-        &mut observer,
-        CounterMigrations::of::<Reaction>(),
-    )
-    .expect("the reactions counter table");
     let mut holder = C::open(&db.url);
     for _ in 0..2 {
         Reaction::hearts_of(1)
             .increment(&mut holder)
             .expect("an increment");
     }
-    let mut first = C::open(&db.url);
-    let rolled_back = first.transaction(|conn| {
-        Reaction::hearts_of(2).increment(conn)?;
-        Err::<(), _>(slotted_core::Error::from(
-            diesel::result::Error::RollbackTransaction,
-        ))
-    });
-    assert!(rolled_back.is_err());
+    let mut first = open_after_a_rolled_back_write::<C>(&db.url, 2);
     drop(holder);
     slotted_tests::spread::wait_for_sessions(&mut observer, 2);
     for _ in 0..2 {
@@ -296,14 +296,9 @@ fn a_rolled_back_index_is_kept_when_a_smaller_one_frees<C: TestConnection>(test:
 /// On MySQL both go to the index's slot (the first write's NULL slot is refused, the index
 /// taken, the write run again). Two sessions, a record each: indices 0 and 1.
 fn where_a_sessions_first_writes_go<C: TestConnection>(test: &str) {
-    let Some((db, mut observer)) = TestDb::migrated::<C>(test) else {
+    let Some((db, mut observer)) = reactions::<C>(test) else {
         return;
     };
-    diesel_migrations::MigrationHarness::run_pending_migrations(
-        &mut observer,
-        CounterMigrations::of::<Reaction>(),
-    )
-    .expect("the reactions counter table");
     // The first session stays open while the second writes: it holds index 0 meanwhile.
     let mut open = Vec::new();
     for (index, record) in [(0_i16, 1), (1, 2)] {
