@@ -118,36 +118,35 @@ async fn upsert<E: Exec, K: crate::sql::CacheBy + Sync + Copy>(
 ) -> diesel::QueryResult<usize> {
     if statement.returns_index::<E::Backend>() {
         let rows = exec.load::<_, Returned>(statement).await?;
-        match rows.first() {
-            Some(row) if !row.holds_index() => {
-                // The write is done (committed, outside a transaction): a failure to take the
-                // index only leaves the next write to try again. Inside a transaction it has
-                // aborted the caller's transaction, which must hear of it.
-                let in_transaction = exec.in_transaction();
-                match take_writer_index(exec).await {
-                    Err(e) if in_transaction => return Err(e),
-                    _ => {}
+        if rows.first().is_some_and(|row| !row.holds_index()) {
+            // The write is done (committed, outside a transaction): a failure to take the index
+            // only leaves the next write to try again. Inside a transaction it has aborted the
+            // caller's transaction, which must hear of it.
+            let in_transaction = exec.in_transaction();
+            if let Err(e) = take_writer_index(exec).await {
+                if in_transaction {
+                    return Err(e);
                 }
             }
-            _ => {}
         }
         return Ok(rows.len());
     }
-    let first = exec.execute(statement).await;
-    match (E::Backend::DIALECT, &statement.slot, first) {
-        (
-            Dialect::Mysql,
-            crate::sql::SlotValue::Connection(_),
-            Err(diesel::result::Error::DatabaseError(
-                diesel::result::DatabaseErrorKind::NotNullViolation,
-                _,
-            )),
-        ) => {
+    match exec.execute(statement).await {
+        Err(diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::NotNullViolation,
+            _,
+        )) if needs_writer_index::<E>(statement.slot) => {
             take_writer_index(exec).await?;
             exec.execute(statement).await
         }
-        (_, _, other) => other,
+        other => other,
     }
+}
+
+/// Whether a write to `slot` that MySQL refused for its NULL slot read a session's writer index
+/// it does not hold yet.
+fn needs_writer_index<E: Exec>(slot: crate::sql::SlotValue) -> bool {
+    E::Backend::DIALECT == Dialect::Mysql && matches!(slot, crate::sql::SlotValue::Connection(_))
 }
 
 /// Makes sure this session holds a writer index (see `sql::slot`). A MySQL session that loses

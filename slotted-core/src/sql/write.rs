@@ -98,47 +98,40 @@ impl<K> AddToSlot<'_, K> {
     }
 }
 
+/// `INSERT … VALUES (…) ON CONFLICT/ON DUPLICATE KEY …`, the slot only read ([`Use::Write`]).
+/// On PostgreSQL with the `connection` strategy it returns the session's writer index, empty
+/// when the session holds none and wrote to its connection's slot (`sql::slot`): a row when it
+/// wrote, none when the overflow guard stopped it.
 impl<DB: CounterBackend, K> QueryFragment<DB> for AddToSlot<'_, K> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        push_add(&mut out, self)
-    }
-}
-
-/// `INSERT … VALUES (…) ON CONFLICT/ON DUPLICATE KEY …`, the slot only read
-/// ([`Use::Write`]). On PostgreSQL with the `connection` strategy it returns the
-/// session's writer index, empty when the session holds none and wrote to its connection's slot
-/// (`sql::slot`): a row when it wrote, none when the overflow guard stopped it.
-fn push_add<'b, DB: CounterBackend, K>(
-    out: &mut AstPass<'_, 'b, DB>,
-    add: &'b AddToSlot<'_, K>,
-) -> QueryResult<()> {
-    push_insert_into(out, add.spec)?;
-    out.push_sql("VALUES ");
-    push_tuple(
-        out,
-        add.spec,
-        true,
-        &add.key,
-        &add.bucket,
-        &add.slot,
-        Some(&add.delta),
-        Use::Write,
-    )?;
-    match DB::DIALECT {
-        Dialect::Mysql => {
-            out.push_sql(" ON DUPLICATE KEY UPDATE ");
-            out.push_identifier(COUNT)?;
-            out.push_sql(" = ");
-            out.push_identifier(COUNT)?;
-            out.push_sql(" + ");
-            DB::push_big_int(out, &add.delta)
-        }
-        Dialect::Sqlite | Dialect::Postgres => {
-            push_on_conflict_add(out, add.spec)?;
-            if add.returns_index::<DB>() {
-                super::slot::push_returning_index(out);
+        push_insert_into(&mut out, self.spec)?;
+        out.push_sql("VALUES ");
+        push_tuple(
+            &mut out,
+            self.spec,
+            true,
+            &self.key,
+            &self.bucket,
+            &self.slot,
+            Some(&self.delta),
+            Use::Write,
+        )?;
+        match DB::DIALECT {
+            Dialect::Mysql => {
+                out.push_sql(" ON DUPLICATE KEY UPDATE ");
+                out.push_identifier(COUNT)?;
+                out.push_sql(" = ");
+                out.push_identifier(COUNT)?;
+                out.push_sql(" + ");
+                DB::push_big_int(&mut out, &self.delta)
             }
-            Ok(())
+            Dialect::Sqlite | Dialect::Postgres => {
+                push_on_conflict_add(&mut out, self.spec)?;
+                if self.returns_index::<DB>() {
+                    super::slot::push_returning_index(&mut out);
+                }
+                Ok(())
+            }
         }
     }
 }
