@@ -6,8 +6,9 @@
 //! column gets the same SQL type, so `diesel print-schema` agrees with the derive.
 //!
 //! The runtime binds and reads every key as one of a few canonical values ([`KeyKind`]). A
-//! newtype key (`struct PostId(i32)`, as `diesel-derive-newtype` makes) is not supported yet: the
-//! derive refuses it with a spanned error that says to key the field by its inner type.
+//! newtype key (`struct PostId(i32)`, as `diesel-derive-newtype` makes) keys a counter once it
+//! derives [`SlottedKey`](crate::SlottedKey): it is bound and read as its inner key, and its
+//! column has its inner key's SQL type.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -201,7 +202,9 @@ impl KeySqlType for diesel::sql_types::Unsigned<diesel::sql_types::BigInt> {}
 #[cfg(feature = "uuid")]
 impl KeySqlType for diesel::sql_types::Uuid {}
 
-mod sealed {
+pub(crate) mod sealed {
+    /// Implemented by slotted-core for its key types and by `#[derive(SlottedKey)]` for a
+    /// newtype over one of them: every key is one of the canonical [`super::KeyKind`]s.
     pub trait Sealed {}
     impl Sealed for i16 {}
     impl Sealed for i32 {}
@@ -222,16 +225,18 @@ mod sealed {
 /// column; the counter table's `record_id` gets the same one on each backend, so
 /// `diesel print-schema` writes what the derive declares.
 ///
-/// Sealed: each maps to one column type per backend, which is what makes the generated
-/// migration and `diesel print-schema` agree.
+/// A newtype over one of them keys a counter too: `#[derive(SlottedKey)]` on it implements this
+/// trait by its inner key (see [`SlottedKey`](crate::SlottedKey)).
+///
+/// Sealed otherwise: each key maps to one column type per backend, which is what makes the
+/// generated migration and `diesel print-schema` agree.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot key a slotted counter",
     label = "the model's primary key type",
-    note = "slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL), `String` or `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature)"
+    note = "slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL), `String` or `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature)",
+    note = "a newtype over one of them keys a counter with `#[derive(slotted_core::SlottedKey)]` on it, e.g. `#[derive(DieselNewType, SlottedKey)] struct PostId(i32);`"
 )]
-pub trait CounterKey:
-    sealed::Sealed + Clone + Eq + Ord + Hash + Debug + Send + Sync + 'static
-{
+pub trait CounterKey: sealed::Sealed + Clone + Eq + Hash + Debug + Send + Sync + 'static {
     /// The SQL type of the key's column.
     type SqlType: KeySqlType;
     /// How the runtime binds it.
@@ -301,6 +306,121 @@ impl CounterKey for uuid::Uuid {
     }
 }
 
+/// The SQL type of the `record_id` column of a counter keyed by a newtype `K`
+/// (`#[derive(SlottedKey)]`): on each backend, the column type of `K`'s inner key
+/// ([`CounterKey::SqlType`]), so `posts_likes_slots::record_id` is `KeyOf<PostId>` where a
+/// `PostId(i32)`'s column is `INTEGER`.
+///
+/// The derive's `table!` names it because `table!` takes a column type, not a projection
+/// (`<PostId as CounterKey>::SqlType`). Diesel queries on the counter table bind and load it as
+/// the inner key's Rust type (`i32`, `String`, …), and a newtype whose `ToSql`/`FromSql` are
+/// generic over the SQL type, as `diesel-derive-newtype` makes them, binds as itself:
+/// `posts_likes_slots::record_id.eq(PostId(7))`.
+pub struct KeyOf<K>(std::marker::PhantomData<fn() -> K>);
+
+impl<K> Debug for KeyOf<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyOf")
+    }
+}
+
+impl<K> Clone for KeyOf<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for KeyOf<K> {}
+
+impl<K> Default for KeyOf<K> {
+    fn default() -> Self {
+        KeyOf(std::marker::PhantomData)
+    }
+}
+
+impl<K: CounterKey> diesel::sql_types::SqlType for KeyOf<K> {
+    type IsNull = diesel::sql_types::is_nullable::NotNull;
+}
+
+impl<K: CounterKey> diesel::sql_types::SingleValue for KeyOf<K> {}
+
+impl<K: CounterKey> diesel::query_builder::QueryId for KeyOf<K> {
+    type QueryId = Self;
+    const HAS_STATIC_QUERY_ID: bool = true;
+}
+
+/// `KeyOf<K>` has the metadata of `K`'s inner SQL type on each backend.
+macro_rules! key_of_metadata {
+    ($($feature:literal => $backend:ty;)*) => {$(
+        #[cfg(feature = $feature)]
+        impl<K: CounterKey> diesel::sql_types::HasSqlType<KeyOf<K>> for $backend
+        where
+            $backend: diesel::sql_types::HasSqlType<K::SqlType>,
+        {
+            fn metadata(lookup: &mut Self::MetadataLookup) -> Self::TypeMetadata {
+                <$backend as diesel::sql_types::HasSqlType<K::SqlType>>::metadata(lookup)
+            }
+        }
+    )*};
+}
+
+key_of_metadata! {
+    "sqlite" => diesel::sqlite::Sqlite;
+    "postgres" => diesel::pg::Pg;
+    "mysql" => diesel::mysql::Mysql;
+}
+
+/// The inner keys' Rust types bind as `KeyOf<K>` as they bind as `K`'s SQL type; the integers
+/// and UUIDs load from it too (Diesel loads `String` through a trait of its own, for every SQL
+/// type, so a text key's column loads as the newtype, or as `KeyOf`'s inner SQL type).
+macro_rules! key_of_values {
+    ($(($load:tt) $(#[$cfg:meta])* $rust:ty => $sql:ty;)*) => {$(
+        $(#[$cfg])*
+        impl<K, DB> diesel::serialize::ToSql<KeyOf<K>, DB> for $rust
+        where
+            K: CounterKey<SqlType = $sql>,
+            DB: diesel::backend::Backend,
+            $rust: diesel::serialize::ToSql<$sql, DB>,
+        {
+            fn to_sql<'b>(
+                &'b self,
+                out: &mut diesel::serialize::Output<'b, '_, DB>,
+            ) -> diesel::serialize::Result {
+                <$rust as diesel::serialize::ToSql<$sql, DB>>::to_sql(self, out)
+            }
+        }
+
+        key_of_values!(@load $load $(#[$cfg])* $rust => $sql);
+    )*};
+    (@load load $(#[$cfg:meta])* $rust:ty => $sql:ty) => {
+        $(#[$cfg])*
+        impl<K, DB> diesel::deserialize::FromSql<KeyOf<K>, DB> for $rust
+        where
+            K: CounterKey<SqlType = $sql>,
+            DB: diesel::backend::Backend,
+            $rust: diesel::deserialize::FromSql<$sql, DB>,
+        {
+            fn from_sql(value: DB::RawValue<'_>) -> diesel::deserialize::Result<Self> {
+                <$rust as diesel::deserialize::FromSql<$sql, DB>>::from_sql(value)
+            }
+        }
+    };
+    (@load bind $(#[$cfg:meta])* $rust:ty => $sql:ty) => {};
+}
+
+key_of_values! {
+    (load) i16 => diesel::sql_types::SmallInt;
+    (load) i32 => diesel::sql_types::Integer;
+    (load) i64 => diesel::sql_types::BigInt;
+    (bind) str => diesel::sql_types::Text;
+    (load) #[cfg(feature = "mysql")]
+    u32 => diesel::sql_types::Unsigned<diesel::sql_types::Integer>;
+    (load) #[cfg(feature = "mysql")]
+    u64 => diesel::sql_types::Unsigned<diesel::sql_types::BigInt>;
+    (load) #[cfg(feature = "uuid")]
+    uuid::Uuid => diesel::sql_types::Uuid;
+}
+
 /// What the derive's expansion checks a key with.
 #[doc(hidden)]
 pub mod check {
@@ -323,11 +443,20 @@ pub mod check {
     {
     }
 
+    /// Fails to compile (a constant's evaluation) unless `K` is a text key: `max_key_length`
+    /// sizes MySQL's `VARCHAR` column of a `String` key, or of a newtype over one.
+    pub const fn max_key_length<K: CounterKey>() {
+        assert!(
+            matches!(K::KIND, super::KeyKind::Text),
+            "`max_key_length` applies only to text keys (`String`, or a newtype over one): remove it"
+        );
+    }
+
     /// Fails to compile (a constant's evaluation) when `K` does not fit the shared table.
     pub const fn shared<K: CounterKey>() {
         assert!(
             K::KIND.fits_big_int(),
-            "shared storage keeps integer keys of up to 63 bits (its `record_id` is BIGINT)"
+            "shared storage keeps integer keys of up to 63 bits (its `record_id` is BIGINT): key the model by `i16`, `i32`, `i64` or `u32` (or a newtype over one), or use `storage = table`"
         );
     }
 }

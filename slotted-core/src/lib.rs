@@ -70,7 +70,7 @@ pub use exec::asynch::AsyncCounterConnection;
 pub use exec::cancel::{CancelGuard, PooledAsyncConnection};
 pub use exec::sync::CounterConnection;
 pub use handle::Counter;
-pub use key::{CounterKey, KeyKind};
+pub use key::{CounterKey, KeyKind, KeyOf};
 pub use maintenance::CounterMaintenance;
 pub use migration::CounterMigrations;
 pub use slot::SlotStrategy;
@@ -80,7 +80,7 @@ pub use table::{
     MAX_KEY_LENGTH, MAX_SLOTS, SHARED_TABLE,
 };
 
-pub use slotted_derive::SlottedCounter;
+pub use slotted_derive::{SlottedCounter, SlottedKey};
 
 /// The table shared counters live in (`#[slotted(…, storage = shared)]`), for Diesel queries.
 pub mod shared {
@@ -117,6 +117,7 @@ macro_rules! __slotted_if_async {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::key::check as key_check;
+    pub use crate::key::sealed::Sealed as SealedKey;
     pub use crate::key::{KeyValue, RawKey};
     pub use diesel;
     pub use std::collections::HashMap;

@@ -49,12 +49,16 @@ pub enum KeyType {
     String,
     /// `uuid::Uuid` (checked to be it by its SQL type).
     Uuid,
+    /// Any other type: a newtype with `#[derive(SlottedKey)]`, or a type that keys nothing,
+    /// which the type system refuses at the field.
+    Other,
 }
 
 impl KeyType {
-    /// Its Diesel SQL type, by name (in scope in a `table!`).
-    pub fn sql_type(self) -> &'static str {
-        match self {
+    /// Its Diesel SQL type, by name (in scope in a `table!`); `None` for a type not known by
+    /// name, whose column is `slotted_core::KeyOf<Key>`.
+    pub fn sql_type(self) -> Option<&'static str> {
+        Some(match self {
             KeyType::I16 => "SmallInt",
             KeyType::I32 => "Integer",
             KeyType::I64 => "BigInt",
@@ -62,15 +66,14 @@ impl KeyType {
             KeyType::U64 => "Unsigned<BigInt>",
             KeyType::String => "Text",
             KeyType::Uuid => "Uuid",
-        }
+            KeyType::Other => return None,
+        })
     }
 
-    /// Whether the shared table's BIGINT `record_id` holds it.
-    fn fits_shared(self) -> bool {
-        matches!(
-            self,
-            KeyType::I16 | KeyType::I32 | KeyType::I64 | KeyType::U32
-        )
+    /// Whether the shared table's BIGINT `record_id` is known not to hold it (a type not known
+    /// by name is checked by the type system).
+    fn refused_by_shared(self) -> bool {
+        matches!(self, KeyType::String | KeyType::U64 | KeyType::Uuid)
     }
 }
 
@@ -79,6 +82,10 @@ pub struct Counter {
     pub slots: u16,
     pub table: Ident,
     pub max_key_length: u16,
+    /// Where `max_key_length` was given: a key not known by name is checked there to be text.
+    pub max_key_length_at: Option<Span>,
+    /// Where `storage = shared` was given: a key not known by name is checked there to fit.
+    pub shared_at: Option<Span>,
     pub strategy: Strategy,
     pub bucket: Option<Bucket>,
     pub prefill: bool,
@@ -338,39 +345,33 @@ fn key_field<'a>(
         }
         return None;
     };
-    let Some(key) = key_type(&field.ty) else {
-        errors.at(
-            &field.ty,
-            "unsupported primary key type for a slotted counter",
-            "slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL's UNSIGNED), \
-             `String` (TEXT/VARCHAR) or `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature); \
-             a newtype key is not supported yet: key the field by its inner type",
-        );
-        return None;
-    };
+    let key = key_type(&field.ty);
     let ident = field.ident.as_ref()?;
     let column = attr::column_name(&field.attrs).unwrap_or_else(|| ident.clone());
     Some((ident, &field.ty, key, column))
 }
 
-fn key_type(ty: &Type) -> Option<KeyType> {
-    let Type::Path(path) = ty else { return None };
-    if path.qself.is_some() {
-        return None;
-    }
-    let last = path.path.segments.last()?;
-    if !last.arguments.is_empty() {
-        return None;
+/// What the key's type is known to be by its name, for the errors the derive can give at once;
+/// the type system checks every key, known by name or not (`impl CounterKey`).
+fn key_type(ty: &Type) -> KeyType {
+    let Type::Path(path) = ty else {
+        return KeyType::Other;
+    };
+    let Some(last) = path.path.segments.last() else {
+        return KeyType::Other;
+    };
+    if path.qself.is_some() || !last.arguments.is_empty() {
+        return KeyType::Other;
     }
     match last.ident.to_string().as_str() {
-        "i16" => Some(KeyType::I16),
-        "i32" => Some(KeyType::I32),
-        "i64" => Some(KeyType::I64),
-        "u32" => Some(KeyType::U32),
-        "u64" => Some(KeyType::U64),
-        "String" => Some(KeyType::String),
-        "Uuid" => Some(KeyType::Uuid),
-        _ => None,
+        "i16" => KeyType::I16,
+        "i32" => KeyType::I32,
+        "i64" => KeyType::I64,
+        "u32" => KeyType::U32,
+        "u64" => KeyType::U64,
+        "String" => KeyType::String,
+        "Uuid" => KeyType::Uuid,
+        _ => KeyType::Other,
     }
 }
 
@@ -407,7 +408,7 @@ fn counter(
         }
     };
     let max_key_length = match &attr.max_key_length {
-        Some(lit) if key.is_some_and(|k| k != KeyType::String) => {
+        Some(lit) if key.is_some_and(|k| !matches!(k, KeyType::String | KeyType::Other)) => {
             errors.at(
                 lit,
                 "`max_key_length` applies only to `String` keys",
@@ -461,7 +462,7 @@ fn counter(
     };
     if shared == Some(true) {
         let storage = attr.storage.as_ref();
-        if key.is_some_and(|k| !k.fits_shared()) {
+        if key.is_some_and(KeyType::refused_by_shared) {
             errors.at(
                 storage,
                 "shared storage keeps integer keys of up to 63 bits only",
@@ -526,6 +527,12 @@ fn counter(
         slots: slots.unwrap_or(1),
         table,
         max_key_length: max_key_length.unwrap_or(DEFAULT_MAX_KEY_LENGTH),
+        max_key_length_at: attr.max_key_length.as_ref().map(syn::LitInt::span),
+        shared_at: attr
+            .storage
+            .as_ref()
+            .filter(|_| shared == Some(true))
+            .map(Ident::span),
         strategy: strategy.unwrap_or(Strategy::Connection),
         bucket: bucket.flatten(),
         prefill: attr.prefill.is_some(),

@@ -3,7 +3,7 @@
 //! the runtime through the `crate` path (`::slotted_core` unless renamed), and Diesel through its
 //! hidden re-export.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 
@@ -95,24 +95,49 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     let (ident, vis, key_field) = (model.ident, model.vis, model.key_field);
     let name = &counter.name;
     let ty = counter_type(counter);
-    let (key_ty, sql_type) = match model.key {
-        KeyType::I32 => (quote!(i32), quote!(Integer)),
-        KeyType::I64 => (quote!(i64), quote!(BigInt)),
-        KeyType::String => (quote!(::std::string::String), quote!(Text)),
-        known => {
-            let user_ty = &model.key_ty;
-            let sql: TokenStream = known.sql_type().parse().expect("an SQL type name");
-            (quote!(#user_ty), sql)
+    // The key type as the model writes it: the type system decides whether it keys a counter
+    // (`impl CounterKey`: slotted's key types, and newtypes that derive `SlottedKey`), spanned
+    // at the key field.
+    let key_ty = &model.key_ty;
+    let key_span = syn::spanned::Spanned::span(key_ty);
+    // The `record_id` column's SQL type: by name, or `KeyOf<Key>` for a newtype (`table!`
+    // takes no projection such as `<PostId as CounterKey>::SqlType`).
+    // `table!` resolves column types in a module of its own: a newtype's is named by an alias
+    // beside the `table!`, which imports it.
+    let mut key_check = TokenStream::new();
+    let sql_type = match model.key.sql_type() {
+        Some(name) => SqlType::Named(name.parse().expect("an SQL type name")),
+        None => {
+            let alias = format_ident!("__slotted_record_id_of_{}", counter.table);
+            key_check.extend(quote_spanned! {key_span=>
+                #[doc(hidden)]
+                #[allow(non_camel_case_types, dead_code)]
+                type #alias = #krate::KeyOf<#key_ty>;
+            });
+            SqlType::Alias(alias)
         }
     };
     // A type known by name only (`Uuid`): it must be the type that keys that SQL type.
-    let key_check = (model.key == KeyType::Uuid).then(|| {
-        let span = syn::spanned::Spanned::span(&model.key_ty);
+    if model.key == KeyType::Uuid {
         let sql_types = quote!(#krate::__private::diesel::sql_types);
-        quote_spanned! {span=>
-            const _: () = #krate::__private::key_check::sql_type::<#key_ty, #sql_types::#sql_type>();
+        key_check.extend(quote_spanned! {key_span=>
+            const _: () = #krate::__private::key_check::sql_type::<#key_ty, #sql_types::Uuid>();
+        });
+    }
+    // What the derive cannot tell by the name of a key type, the type system checks, spanned at
+    // the attribute's value.
+    if model.key == KeyType::Other {
+        if let Some(span) = counter.max_key_length_at {
+            key_check.extend(quote_spanned! {span=>
+                const _: () = #krate::__private::key_check::max_key_length::<#key_ty>();
+            });
         }
-    });
+        if let Some(span) = counter.shared_at {
+            key_check.extend(quote_spanned! {span=>
+                const _: () = #krate::__private::key_check::shared::<#key_ty>();
+            });
+        }
+    }
     let of = format_ident!("{}_of", name);
     let totals = format_ident!("{}_totals", name);
     let totals_async = format_ident!("{}_totals_async", name);
@@ -252,7 +277,15 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
 
 /// The counter's table, as a Diesel `table!`; for shared storage, a module holding the marker
 /// type (the rows are in `slotted_core::shared::slotted_counters`).
-fn declare_table(model: &Model<'_>, counter: &Counter, sql_type: &TokenStream) -> TokenStream {
+/// The SQL type of a counter table's `record_id`.
+enum SqlType {
+    /// A Diesel SQL type's name (`Integer`), which `table!` has in scope.
+    Named(TokenStream),
+    /// An alias in the derive's scope (of `KeyOf<PostId>`), which `table!` imports.
+    Alias(Ident),
+}
+
+fn declare_table(model: &Model<'_>, counter: &Counter, sql_type: &SqlType) -> TokenStream {
     let krate = &model.krate;
     let table = &counter.table;
     let model_name = model.ident.unraw().to_string();
@@ -290,12 +323,21 @@ fn declare_table(model: &Model<'_>, counter: &Counter, sql_type: &TokenStream) -
             },
         ),
     };
+    let (imports, record_id) = match sql_type {
+        SqlType::Named(name) => (quote!(), name.clone()),
+        // Given imports replace `table!`'s own, `diesel::sql_types::*`.
+        SqlType::Alias(alias) => (
+            quote!(use diesel::sql_types::*; use super::#alias;),
+            quote!(#alias),
+        ),
+    };
     quote! {
         #krate::__private::diesel::table! {
+            #imports
             #[doc = #table_doc]
             #table (record_id, #bucket_key slot) {
                 #[doc = #key_doc]
-                record_id -> #sql_type,
+                record_id -> #record_id,
                 #bucket_column
                 #[doc = #slot_doc]
                 slot -> SmallInt,

@@ -9,6 +9,7 @@ mod ast;
 mod attr;
 mod errors;
 mod expand;
+mod key;
 #[cfg(test)]
 mod no_panic;
 #[cfg(test)]
@@ -241,5 +242,41 @@ fn derive_inner(input: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
             out.extend(invalid.fallback.as_deref().map(expand::expand_fallback));
             out
         }
+    }
+}
+
+/// A newtype key: `#[derive(SlottedKey)]` on a struct of one field whose type keys a counter
+/// (`i16`, `i32`, `i64`, `u32`, `u64`, `String`, `uuid::Uuid`, or another such newtype) lets a
+/// model keyed by it take counters.
+///
+/// ```
+/// # use diesel::prelude::*;
+/// use slotted_core::{SlottedCounter, SlottedKey};
+///
+/// # diesel::table! { posts (id) { id -> Integer, } }
+/// // As diesel-derive-newtype's `DieselNewType` or hand-written `ToSql`/`FromSql` make them.
+/// #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, SlottedKey)]
+/// pub struct PostId(i32);
+///
+/// #[derive(SlottedCounter)]
+/// #[slotted(counter = likes, slots = 16)]
+/// pub struct Post {
+///     pub id: PostId,
+/// }
+/// ```
+///
+/// The key is stored and bound as its inner key: its counter table's `record_id` has the inner
+/// key's SQL type on each backend, and every counter call takes and returns the newtype
+/// (`Post::likes_of(PostId(7))`, `Post::likes_totals(&[PostId(7)], conn)`). It needs `Clone`,
+/// `Eq`, `Hash`, `Send` and `Sync`, as totals come back in a `HashMap` keyed by it.
+///
+/// A struct of more or fewer than one field, a generic struct, an enum or a union is refused
+/// with a compile error at the struct; a field whose type keys nothing is refused at the field,
+/// with the types that do. `#[slotted(crate = path)]` names a renamed slotted-core.
+#[proc_macro_derive(SlottedKey, attributes(slotted))]
+pub fn derive_slotted_key(input: TokenStream) -> TokenStream {
+    match syn::parse::<syn::DeriveInput>(input) {
+        Ok(input) => key::derive(&input).into(),
+        Err(e) => e.to_compile_error().into(),
     }
 }

@@ -1,6 +1,14 @@
 //! Models keyed by the key types beyond `i32`, `i64` and `String`: `i16` (every backend),
-//! MySQL's unsigned integers and PostgreSQL's UUIDs.
-use slotted_core::SlottedCounter;
+//! MySQL's unsigned integers, PostgreSQL's UUIDs, and newtypes over keys as applications make
+//! them (diesel-derive-newtype's `DieselNewType`, and Diesel's own derives with hand-written
+//! `ToSql`/`FromSql`).
+use diesel::backend::Backend;
+use diesel::deserialize::{FromSql, FromSqlRow};
+use diesel::expression::AsExpression;
+use diesel::serialize::{Output, ToSql};
+use diesel::sql_types::Text;
+use diesel_derive_newtype::DieselNewType;
+use slotted_core::{SlottedCounter, SlottedKey};
 
 /// An `i16` key (`SMALLINT`), in a table of its own and in the shared table.
 #[derive(Debug, Clone, SlottedCounter)]
@@ -40,10 +48,60 @@ pub struct Note {
     pub id: uuid::Uuid,
 }
 
+/// A newtype key as diesel-derive-newtype makes it, in a table of its own and in the shared
+/// table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, DieselNewType, SlottedKey)]
+pub struct ArticleId(pub i32);
+
+/// Keyed by [`ArticleId`].
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = articles)]
+#[slotted(counter = reads, slots = 4)]
+#[slotted(counter = shares, slots = 4, storage = shared)]
+pub struct Article {
+    pub id: ArticleId,
+}
+
+/// A newtype over a `String`, with a named field, Diesel's `AsExpression`/`FromSqlRow` and
+/// hand-written `ToSql`/`FromSql`, as Diesel's guide makes custom types.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, AsExpression, FromSqlRow, SlottedKey)]
+#[diesel(sql_type = Text)]
+pub struct Handle {
+    pub name: String,
+}
+
+impl<DB: Backend> ToSql<Text, DB> for Handle
+where
+    str: ToSql<Text, DB>,
+{
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, DB>) -> diesel::serialize::Result {
+        self.name.as_str().to_sql(out)
+    }
+}
+
+impl<DB: Backend> FromSql<Text, DB> for Handle
+where
+    String: FromSql<Text, DB>,
+{
+    fn from_sql(value: DB::RawValue<'_>) -> diesel::deserialize::Result<Self> {
+        String::from_sql(value).map(|name| Handle { name })
+    }
+}
+
+/// Keyed by [`Handle`], under another field name, with a key length of its own.
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = members, primary_key(handle))]
+#[slotted(counter = mentions, slots = 4, max_key_length = 64)]
+pub struct Member {
+    pub handle: Handle,
+}
+
 /// The migrations of the models: each backend creates every table (a key type another backend
 /// maps gets a column that holds it), and counts with the keys it maps.
 pub fn migrations() -> slotted_core::CounterMigrations {
-    let migrations = slotted_core::CounterMigrations::of::<Shelf>();
+    let migrations = slotted_core::CounterMigrations::of::<Shelf>()
+        .and::<Article>()
+        .and::<Member>();
     #[cfg(feature = "mysql")]
     let migrations = migrations.and::<Crate>().and::<Blob>();
     #[cfg(feature = "postgres")]

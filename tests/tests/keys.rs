@@ -14,7 +14,7 @@ use slotted_tests::keys::*;
 use slotted_tests::{backend_tests, pool, TestConnection, TestDb};
 
 backend_tests! {
-    all: [small_int_keys, unsupported_key_types_name_the_backend_they_need],
+    all: [small_int_keys, newtype_keys, unsupported_key_types_name_the_backend_they_need],
     postgres: [uuid_keys],
     mysql: [unsigned_keys],
 }
@@ -136,6 +136,73 @@ fn small_int_keys<C: TestConnection + R2D2Connection>(test: &str) {
     reverted(&mut conn, &["shelves_picks_slots"]);
 }
 
+/// Newtype keys (`#[derive(SlottedKey)]`): diesel-derive-newtype's over an `i32`, in a table of
+/// its own and the shared one, and a hand-written one over a `String`. Their columns have the
+/// inner key's type, and Diesel queries on the counter table take the newtype.
+fn newtype_keys<C: TestConnection + R2D2Connection + NewtypeQueries>(test: &str) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    let ids = [ArticleId(-7), ArticleId(0), ArticleId(i32::MAX)];
+    exercise::<C, articles_reads_slots::table>(&db, &mut conn, ids, ArticleId(i32::MIN));
+    exercise::<C, articles_shares::counter>(&db, &mut conn, ids, ArticleId(i32::MIN));
+    let handle = |name: &str| Handle {
+        name: name.to_owned(),
+    };
+    let handles = [
+        handle("ada"),
+        handle("grace hopper"),
+        handle(&"x".repeat(64)),
+    ];
+    exercise::<C, members_mentions_slots::table>(&db, &mut conn, handles, handle("nobody"));
+
+    // The counter table through Diesel: its record ids load as the inner key, and a filter
+    // takes the newtype.
+    conn.newtype_queries();
+    reverted(
+        &mut conn,
+        &["articles_reads_slots", "members_mentions_slots"],
+    );
+}
+
+/// Diesel queries on a newtype-keyed counter table, on each backend's connection type.
+trait NewtypeQueries {
+    fn newtype_queries(&mut self);
+}
+
+macro_rules! newtype_queries {
+    ($($feature:literal => $conn:ty;)*) => {$(
+        #[cfg(feature = $feature)]
+        impl NewtypeQueries for $conn {
+            fn newtype_queries(&mut self) {
+                use diesel::prelude::*;
+
+                let mut ids: Vec<i32> = articles_reads_slots::table
+                    .select(articles_reads_slots::record_id)
+                    .distinct()
+                    .load(self)
+                    .unwrap();
+                ids.sort_unstable();
+                // `exercise` reset the second record: it has no rows.
+                assert_eq!(ids, [-7, i32::MAX]);
+                // `exercise` set the first record to 1,000, in one row.
+                let first: Vec<i64> = articles_reads_slots::table
+                    .filter(articles_reads_slots::record_id.eq(ArticleId(-7)))
+                    .select(articles_reads_slots::count)
+                    .load(self)
+                    .unwrap();
+                assert_eq!(first, [1_000]);
+            }
+        }
+    )*};
+}
+
+newtype_queries! {
+    "sqlite" => diesel::SqliteConnection;
+    "postgres" => diesel::PgConnection;
+    "mysql" => diesel::MysqlConnection;
+}
+
 #[cfg(feature = "mysql")]
 fn unsigned_keys<C: TestConnection + R2D2Connection>(test: &str) {
     let Some((db, mut conn)) = setup::<C>(test) else {
@@ -235,6 +302,35 @@ mod asynch {
                 .await
                 .unwrap();
         }
+        // A newtype key, on its own table and the shared one.
+        for _ in 0..2 {
+            Article::reads_of(ArticleId(5))
+                .increment_async(&mut conn)
+                .await
+                .unwrap();
+            Article::shares_of(ArticleId(5))
+                .add_async(3, &mut conn)
+                .await
+                .unwrap();
+        }
+        let handle = Handle {
+            name: "ada".to_owned(),
+        };
+        Member::mentions_of(handle.clone())
+            .add_async(4, &mut conn)
+            .await
+            .unwrap();
+        let reads = Article::reads_totals_async(&[ArticleId(5), ArticleId(6)], &mut conn)
+            .await
+            .unwrap();
+        assert_eq!((reads[&ArticleId(5)], reads[&ArticleId(6)]), (2, 0));
+        let shares = Article::shares_of(ArticleId(5))
+            .total_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(shares, 6);
+        let mentions = Member::mentions_of(handle).total_async(&mut conn).await;
+        assert_eq!(mentions.unwrap(), 4);
         let totals = Shelf::picks_totals_async(&[-3, 4], &mut conn)
             .await
             .unwrap();
