@@ -6,7 +6,9 @@
 //! (`SqliteConnection`), `post`, `ids` and some `SystemTime`s (`yesterday`, `monday`, …): a snippet shows only
 //! the lines a reader needs, and may declare its own items, which shadow the context's. As in
 //! rustdoc, a line `# code` is compiled but meant to be hidden, and ```rust,ignore or
-//! ```rust,compile_fail blocks are skipped.
+//! ```rust,compile_fail blocks are skipped. A block whose first line is a comment that starts
+//! `// In a module` is compiled as a module's items instead (a newtype-keyed model, whose counter
+//! table imports the key type's alias from its module, cannot be declared in a function).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -89,6 +91,21 @@ fn write_snippet(out: &mut String, file: &Path, line: usize, code: &str) {
             }
         })
         .collect();
+    // A snippet that says it is module code (`// In a module …`) is compiled as the items of a
+    // module: a model keyed by a newtype must be declared there, not in a function's body.
+    if code.trim_start().starts_with("// In a module") {
+        let _ = writeln!(
+            out,
+            "/// {file}, the block at line {line}.\n\
+             #[allow(unused, unreachable_code, unnameable_test_items, clippy::all, missing_docs)]\n\
+             mod {ident} {{\n\
+             use super::context::*;\n\
+             {code}\n\
+             }}\n",
+            file = file.display(),
+        );
+        return;
+    }
     let _ = writeln!(
         out,
         "/// {file}, the block at line {line}.\n\

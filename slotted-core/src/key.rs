@@ -338,13 +338,15 @@ impl<K> Default for KeyOf<K> {
     }
 }
 
-impl<K: CounterKey> diesel::sql_types::SqlType for KeyOf<K> {
+// Whatever `K` is: a key type that keys nothing fails at the model's key field, not as well in
+// every impl of the counter's `table!`.
+impl<K: 'static> diesel::sql_types::SqlType for KeyOf<K> {
     type IsNull = diesel::sql_types::is_nullable::NotNull;
 }
 
-impl<K: CounterKey> diesel::sql_types::SingleValue for KeyOf<K> {}
+impl<K: 'static> diesel::sql_types::SingleValue for KeyOf<K> {}
 
-impl<K: CounterKey> diesel::query_builder::QueryId for KeyOf<K> {
+impl<K: 'static> diesel::query_builder::QueryId for KeyOf<K> {
     type QueryId = Self;
     const HAS_STATIC_QUERY_ID: bool = true;
 }
@@ -435,27 +437,29 @@ pub mod check {
     pub trait SameSqlType<S> {}
     impl<T> SameSqlType<T> for T {}
 
-    /// Fails to compile unless `K` keys an `S` column.
-    pub const fn sql_type<K, S>()
+    /// Fails to compile unless the key of counter `T` keys an `S` column (through `T`, so that a
+    /// key type that keys nothing fails once, at `CounterTable::Key`).
+    pub const fn sql_type<T, S>()
     where
-        K: CounterKey,
-        K::SqlType: SameSqlType<S>,
+        T: crate::CounterTable,
+        <T::Key as CounterKey>::SqlType: SameSqlType<S>,
     {
     }
 
     /// Fails to compile (a constant's evaluation) unless `K` is a text key: `max_key_length`
     /// sizes MySQL's `VARCHAR` column of a `String` key, or of a newtype over one.
-    pub const fn max_key_length<K: CounterKey>() {
+    pub const fn max_key_length<T: crate::CounterTable>() {
         assert!(
-            matches!(K::KIND, super::KeyKind::Text),
+            matches!(<T::Key as CounterKey>::KIND, super::KeyKind::Text),
             "`max_key_length` applies only to text keys (`String`, or a newtype over one): remove it"
         );
     }
 
-    /// Fails to compile (a constant's evaluation) when `K` does not fit the shared table.
-    pub const fn shared<K: CounterKey>() {
+    /// Fails to compile (a constant's evaluation) when the key of counter `T` does not fit the
+    /// shared table.
+    pub const fn shared<T: crate::CounterTable>() {
         assert!(
-            K::KIND.fits_big_int(),
+            <T::Key as CounterKey>::KIND.fits_big_int(),
             "shared storage keeps integer keys of up to 63 bits (its `record_id` is BIGINT): key the model by `i16`, `i32`, `i64` or `u32` (or a newtype over one), or use `storage = table`"
         );
     }

@@ -118,6 +118,12 @@ macro_rules! __slotted_if_async {
 pub mod __private {
     pub use crate::key::check as key_check;
     pub use crate::key::sealed::Sealed as SealedKey;
+
+    /// The kind of a counter's key, for its `SPEC`: through `T`, so that a key type that keys
+    /// nothing fails once, at `CounterTable::Key`, and not again here.
+    pub const fn key_kind<T: crate::CounterTable>() -> crate::KeyKind {
+        <T::Key as crate::CounterKey>::KIND
+    }
     pub use crate::key::{KeyValue, RawKey};
     pub use diesel;
     pub use std::collections::HashMap;

@@ -105,6 +105,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     // `table!` resolves column types in a module of its own: a newtype's is named by an alias
     // beside the `table!`, which imports it.
     let mut key_check = TokenStream::new();
+    let spanned_ty = respan(&ty, key_span);
     let sql_type = match model.key.sql_type() {
         Some(name) => SqlType::Named(name.parse().expect("an SQL type name")),
         None => {
@@ -121,20 +122,23 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     if model.key == KeyType::Uuid {
         let sql_types = quote!(#krate::__private::diesel::sql_types);
         key_check.extend(quote_spanned! {key_span=>
-            const _: () = #krate::__private::key_check::sql_type::<#key_ty, #sql_types::Uuid>();
+            const _: () = #krate::__private::key_check::sql_type::<#spanned_ty, #sql_types::Uuid>();
         });
     }
     // What the derive cannot tell by the name of a key type, the type system checks, spanned at
     // the attribute's value.
     if model.key == KeyType::Other {
+        // Every token at the value: rustc spans a failed evaluation by the whole call.
         if let Some(span) = counter.max_key_length_at {
+            let (krate, ty) = (respan(krate, span), respan(&ty, span));
             key_check.extend(quote_spanned! {span=>
-                const _: () = #krate::__private::key_check::max_key_length::<#key_ty>();
+                const _: () = #krate::__private::key_check::max_key_length::<#ty>();
             });
         }
         if let Some(span) = counter.shared_at {
+            let (krate, ty) = (respan(krate, span), respan(&ty, span));
             key_check.extend(quote_spanned! {span=>
-                const _: () = #krate::__private::key_check::shared::<#key_ty>();
+                const _: () = #krate::__private::key_check::shared::<#ty>();
             });
         }
     }
@@ -223,7 +227,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 table: #table_name,
                 slots: #slots,
                 strategy: #krate::SlotStrategy::#strategy,
-                key: <#key_ty as #krate::CounterKey>::KIND,
+                key: #krate::__private::key_kind::<Self>(),
                 max_key_length: #max_key_length,
                 storage: #storage,
                 bucket: #bucket,
@@ -346,4 +350,25 @@ fn declare_table(model: &Model<'_>, counter: &Counter, sql_type: &SqlType) -> To
             }
         }
     }
+}
+
+/// `tokens`, every one of them spanned at `span`: a diagnostic on the whole expression points
+/// there, not at the derive.
+pub(crate) fn respan(tokens: &impl quote::ToTokens, span: proc_macro2::Span) -> TokenStream {
+    use proc_macro2::{Group, TokenTree};
+    tokens
+        .to_token_stream()
+        .into_iter()
+        .map(|tree| match tree {
+            TokenTree::Group(group) => {
+                let mut inner = Group::new(group.delimiter(), respan(&group.stream(), span));
+                inner.set_span(span);
+                TokenTree::Group(inner)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
 }

@@ -1,7 +1,7 @@
 //! `#[derive(SlottedKey)]`: a newtype over a key type keys a counter as its inner key.
 
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use quote::quote;
 use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Fields, Path};
 
@@ -71,15 +71,18 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
     };
     let key = quote!(#krate::CounterKey);
     // Spanned at the field's type: a field that keys nothing is the error, said there.
-    let inner_key = quote_spanned!(inner.span()=> <#inner as #key>);
+    let inner_key = crate::expand::respan(&quote!(<#inner as #key>), inner.span());
+    let span = inner.span();
+    let inner_sql = crate::expand::respan(&quote!(#inner_key::SqlType), span);
+    let inner_kind = crate::expand::respan(&quote!(#inner_key::KIND), span);
     quote! {
         #[automatically_derived]
         impl #krate::__private::SealedKey for #ident {}
 
         #[automatically_derived]
         impl #key for #ident {
-            type SqlType = #inner_key::SqlType;
-            const KIND: #krate::KeyKind = #inner_key::KIND;
+            type SqlType = #inner_sql;
+            const KIND: #krate::KeyKind = #inner_kind;
             #[inline]
             fn key_value(&self) -> #krate::__private::KeyValue<'_> {
                 #inner_key::key_value(#read)

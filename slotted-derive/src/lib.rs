@@ -167,8 +167,10 @@ use proc_macro::TokenStream;
 ///   which starts the counter tables' names. Default: the struct's name in snake_case plus `s`
 ///   (`BlogPost` → `blog_posts`).
 /// * `#[diesel(primary_key(url))]`: the field that keys the counters. Default: `id`. One field of
-///   type `i16`, `i32`, `i64`, `u32`/`u64` (MySQL's `UNSIGNED`), `String` or `uuid::Uuid`
-///   (PostgreSQL, slotted-core's `uuid` feature); a composite or newtype key is an error.
+///   type `i16`, `i32`, `i64`, `u32`/`u64` (MySQL's `UNSIGNED`), `String`, `uuid::Uuid`
+///   (PostgreSQL, slotted-core's `uuid` feature) or a newtype over one that derives
+///   [`SlottedKey`]; a composite key is an error. The type system decides (`CounterKey`): a key
+///   type that keys nothing is one error, at the key field, naming the types that do.
 /// * `#[diesel(column_name = post_id)]` on the key field: its column, for `cache`. Default: the
 ///   field's name.
 ///
@@ -201,12 +203,14 @@ use proc_macro::TokenStream;
 /// line that shows the right form, and all of them are reported at once: no `#[slotted]`
 /// counter; an unknown or repeated key; a missing `counter` or `slots`; a value out of range or
 /// of the wrong kind; a keyword or raw identifier as a name; two counters sharing a table or a
-/// generated method; an enum, union, tuple, unit or generic struct; a missing, composite or
-/// unsupported primary key; and combinations that cannot work (`prefill` with `bucket`,
-/// `storage = shared` with a `String` key, a `bucket` or a `table`). Those errors are all the
+/// generated method; an enum, union, tuple, unit or generic struct; a missing or composite
+/// primary key; and combinations that cannot work (`prefill` with `bucket`, `storage = shared`
+/// with a `String` key, a `bucket` or a `table`). A newtype key, whose inner key the derive
+/// cannot see, is checked by the type system at the attribute's value (`max_key_length` on a
+/// newtype over an integer, `storage = shared` over a `String`). Those errors are all the
 /// build reports: beside them the derive still declares every counter whose name and table are
 /// sound (a bad value replaced by its default), and for every other counter an attribute names
-/// (`counter: likes`, a bad table, an unsupported or composite key) the three methods as stubs
+/// (`counter: likes`, a bad table, a composite key) the three methods as stubs
 /// that accept any call, so the code that uses the counters does not fail as well (as
 /// thiserror's fallback does).
 ///

@@ -1,4 +1,5 @@
-// A newtype key (as diesel-derive-newtype makes them): not supported yet, said at the field.
+// A newtype key (as diesel-derive-newtype makes them) without `#[derive(SlottedKey)]`: one
+// error, at the field, that says to derive it.
 use slotted_core::SlottedCounter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -14,7 +14,7 @@ struct Post {
 
 fn count(post: &Post, conn: &mut SqliteConnection) -> slotted_core::Result<i64> {
     post.likes().increment(conn)?;
-    Post::likes_of(1).add(3, conn)?;
+    Post::likes_of(post.id).add(3, conn)?;
     let totals = Post::likes_totals(&[post.id], conn)?;
     Ok(post.likes().total(conn)? + totals[&post.id])
 }
