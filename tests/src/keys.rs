@@ -96,12 +96,41 @@ pub struct Member {
     pub handle: Handle,
 }
 
+diesel::table! {
+    stories (id) {
+        id -> BigInt,
+        reads_count -> BigInt,
+    }
+}
+
+/// The inner newtype of [`StoryId`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, DieselNewType, SlottedKey)]
+pub struct RawStoryId(pub i64);
+
+/// A newtype over a newtype, with a named field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, SlottedKey)]
+pub struct StoryId {
+    pub raw: RawStoryId,
+}
+
+/// Keyed by [`StoryId`]: a cached roll-up into `stories.reads_count`, day buckets and
+/// pre-created slots.
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = stories)]
+#[slotted(counter = reads, slots = 4, cache = reads_count)]
+#[slotted(counter = daily, slots = 2, bucket = day)]
+#[slotted(counter = picks, slots = 4, prefill)]
+pub struct Story {
+    pub id: StoryId,
+}
+
 /// The migrations of the models: each backend creates every table (a key type another backend
 /// maps gets a column that holds it), and counts with the keys it maps.
 pub fn migrations() -> slotted_core::CounterMigrations {
     let migrations = slotted_core::CounterMigrations::of::<Shelf>()
         .and::<Article>()
-        .and::<Member>();
+        .and::<Member>()
+        .and::<Story>();
     #[cfg(feature = "mysql")]
     let migrations = migrations.and::<Crate>().and::<Blob>();
     #[cfg(feature = "postgres")]

@@ -137,6 +137,9 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
         declared::<events_hits_slots::table>(),
         declared::<pages_views_slots::table>(),
         declared::<keys::shelves_picks_slots::table>(),
+        // Newtype keys: their inner key's column type.
+        declared::<keys::articles_reads_slots::table>(),
+        declared::<keys::members_mentions_slots::table>(),
     ];
     // The key types one backend maps: MySQL's unsigned integers, PostgreSQL's UUIDs.
     #[cfg(feature = "mysql")]

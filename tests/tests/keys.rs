@@ -14,7 +14,12 @@ use slotted_tests::keys::*;
 use slotted_tests::{backend_tests, pool, TestConnection, TestDb};
 
 backend_tests! {
-    all: [small_int_keys, newtype_keys, unsupported_key_types_name_the_backend_they_need],
+    all: [
+        small_int_keys,
+        newtype_keys,
+        nested_newtype_keys_roll_up_bucket_and_prefill,
+        unsupported_key_types_name_the_backend_they_need,
+    ],
     postgres: [uuid_keys],
     mysql: [unsigned_keys],
 }
@@ -162,6 +167,66 @@ fn newtype_keys<C: TestConnection + R2D2Connection + NewtypeQueries>(test: &str)
     reverted(
         &mut conn,
         &["articles_reads_slots", "members_mentions_slots"],
+    );
+}
+
+/// A newtype over a newtype (`StoryId { raw: RawStoryId(i64) }`): roll-up into the model's
+/// cache column, day buckets and pre-created slots.
+fn nested_newtype_keys_roll_up_bucket_and_prefill<C: TestConnection + R2D2Connection>(test: &str) {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    let story = |id: i64| StoryId {
+        raw: RawStoryId(id),
+    };
+    conn.batch_execute(
+        "CREATE TABLE stories (id BIGINT PRIMARY KEY, reads_count BIGINT NOT NULL); \
+         INSERT INTO stories (id, reads_count) VALUES (1, 0), (2, 0), (3, 99)",
+    )
+    .unwrap();
+    Story::reads_of(story(1)).add(7, &mut conn).unwrap();
+    Story::reads_of(story(2)).increment(&mut conn).unwrap();
+    let report = stories_reads_slots::table
+        .refresh_cache_all(2, &mut conn)
+        .unwrap();
+    assert_eq!((report.updated, report.failed.len()), (3, 0), "{report:?}");
+    let cached: Vec<i64> = (1..=3)
+        .map(|id| {
+            conn.query_i64(&format!(
+                "SELECT reads_count AS n FROM stories WHERE id = {id}"
+            ))
+        })
+        .collect();
+    assert_eq!(cached, [7, 1, 0], "story 3 had a stale 99 and no slots");
+
+    let day = |n: u64| UNIX_EPOCH + Duration::from_secs(n * 86_400 + 3_600);
+    let daily = Story::daily_of(story(1));
+    daily.clone().at(day(20_000)).add(3, &mut conn).unwrap();
+    daily.clone().at(day(20_001)).increment(&mut conn).unwrap();
+    let at: SystemTime = day(20_001);
+    assert_eq!(daily.clone().at(at).bucket_total(&mut conn).unwrap(), 1);
+    assert_eq!(
+        daily
+            .total_between(day(20_000)..day(20_001), &mut conn)
+            .unwrap(),
+        3
+    );
+    assert_eq!(daily.total(&mut conn).unwrap(), 4);
+
+    let created = stories_picks_slots::table
+        .create_slots(&[story(1), story(2)], &mut conn)
+        .unwrap();
+    assert_eq!(created, 8);
+    for _ in 0..10 {
+        Story::picks_of(story(2)).increment(&mut conn).unwrap();
+    }
+    assert_eq!(Story::picks_of(story(2)).total(&mut conn).unwrap(), 10);
+    let rows = conn.query_i64("SELECT COUNT(*) AS n FROM stories_picks_slots");
+    assert_eq!(
+        rows, 8,
+        "plain updates of the pre-created rows, no new rows"
     );
 }
 
