@@ -251,13 +251,11 @@ fn derive_inner(input: proc_macro2::TokenStream) -> proc_macro2::TokenStream {
 
 /// A newtype key: `#[derive(SlottedKey)]` on a struct of one field whose type keys a counter
 /// (`i16`, `i32`, `i64`, `u32`, `u64`, `String`, `uuid::Uuid`, or another such newtype) lets a
-/// model keyed by it take counters.
+/// model keyed by it take counters (the guide's `counters.md` has this example, compiled).
 ///
-/// ```
-/// # use diesel::prelude::*;
+/// ```ignore
 /// use slotted_core::{SlottedCounter, SlottedKey};
 ///
-/// # diesel::table! { posts (id) { id -> Integer, } }
 /// // As diesel-derive-newtype's `DieselNewType` or hand-written `ToSql`/`FromSql` make them.
 /// #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, SlottedKey)]
 /// pub struct PostId(i32);

@@ -14,7 +14,7 @@ impl ::slotted_core::CounterTable for match_goals_slots::table {
         table: "match_goals_slots",
         slots: 8u16,
         strategy: ::slotted_core::SlotStrategy::Connection,
-        key: <i32 as ::slotted_core::CounterKey>::KIND,
+        key: ::slotted_core::__private::key_kind::<Self>(),
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Table,
         bucket: ::core::option::Option::None,
@@ -81,7 +81,7 @@ impl ::slotted_core::CounterTable for match_fouls::counter {
         table: ::slotted_core::SHARED_TABLE,
         slots: 2u16,
         strategy: ::slotted_core::SlotStrategy::Connection,
-        key: <i32 as ::slotted_core::CounterKey>::KIND,
+        key: ::slotted_core::__private::key_kind::<Self>(),
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Shared {
             record_type: "match.fouls",

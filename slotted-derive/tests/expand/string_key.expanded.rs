@@ -7,14 +7,14 @@
 }
 #[automatically_derived]
 impl ::slotted_core::CounterTable for pages_views_slots::table {
-    type Key = ::std::string::String;
+    type Key = String;
     const SPEC: ::slotted_core::CounterSpec = ::slotted_core::CounterSpec {
         model: "Page",
         counter: "views",
         table: "pages_views_slots",
         slots: 4u16,
         strategy: ::slotted_core::SlotStrategy::Random,
-        key: <::std::string::String as ::slotted_core::CounterKey>::KIND,
+        key: ::slotted_core::__private::key_kind::<Self>(),
         max_key_length: 512u16,
         storage: ::slotted_core::Storage::Table,
         bucket: ::core::option::Option::None,
@@ -31,7 +31,7 @@ impl Page {
     }
     ///The `views` counter of the record with this key, without loading the record.
     pub(crate) fn views_of(
-        key: impl ::slotted_core::__private::IntoCounterKey<::std::string::String>,
+        key: impl ::slotted_core::__private::IntoCounterKey<String>,
     ) -> ::slotted_core::Counter<'static, pages_views_slots::table> {
         ::slotted_core::Counter::of(
             ::slotted_core::__private::IntoCounterKey::into_counter_key(key),
@@ -39,11 +39,9 @@ impl Page {
     }
     ///The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub(crate) fn views_totals<C: ::slotted_core::CounterConnection>(
-        keys: &[::std::string::String],
+        keys: &[String],
         conn: &mut C,
-    ) -> ::slotted_core::Result<
-        ::slotted_core::__private::HashMap<::std::string::String, i64>,
-    > {
+    ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<String, i64>> {
         ::slotted_core::Counter::<pages_views_slots::table>::totals(keys, conn)
     }
     ::slotted_core::__private::if_async! {
@@ -52,12 +50,11 @@ impl Page {
         #[doc = ""] #[doc =
         "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
         pub (crate) fn views_totals_async < 'a, C :
-        ::slotted_core::AsyncCounterConnection > (keys : & 'a[::std::string::String],
-        conn : & 'a mut C,) -> impl ::core::future::Future < Output =
-        ::slotted_core::Result < ::slotted_core::__private::HashMap <
-        ::std::string::String, i64 >>, > + ::core::marker::Send + 'a {
-        ::slotted_core::Counter:: < pages_views_slots::table > ::totals_async(keys, conn)
-        }
+        ::slotted_core::AsyncCounterConnection > (keys : & 'a[String], conn : & 'a mut
+        C,) -> impl ::core::future::Future < Output = ::slotted_core::Result <
+        ::slotted_core::__private::HashMap < String, i64 >>, > + ::core::marker::Send +
+        'a { ::slotted_core::Counter:: < pages_views_slots::table > ::totals_async(keys,
+        conn) }
     }
 }
 #[automatically_derived]
