@@ -62,6 +62,44 @@ pub struct Page {
     pub url: ::std::string::String,
 }
 
+/// A public newtype key, over a text key, under the renamed crate.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, slotted::SlottedKey)]
+#[slotted(crate = slotted)]
+pub struct Slug(pub ::std::string::String);
+
+/// A public newtype key, with a named field, over an integer newtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, slotted::SlottedKey)]
+#[slotted(crate = slotted)]
+pub struct TopicId {
+    /// The inner key.
+    pub raw: RawTopicId,
+}
+
+/// An integer newtype key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, slotted::SlottedKey)]
+#[slotted(crate = slotted)]
+pub struct RawTopicId(pub i32);
+
+/// A topic, keyed by a newtype, with a counter in its own table, one in the shared table and
+/// one with a key length of its own on a text newtype.
+#[derive(Debug, SlottedCounter)]
+#[diesel(table_name = topics)]
+#[slotted(crate = slotted, counter = follows, slots = 4)]
+#[slotted(counter = mutes, slots = 2, storage = shared)]
+pub struct Topic {
+    /// Key.
+    pub id: TopicId,
+}
+
+/// A tag keyed by a text newtype.
+#[derive(Debug, SlottedCounter)]
+#[diesel(table_name = tags, primary_key(slug))]
+#[slotted(crate = slotted, counter = uses, slots = 4, max_key_length = 100)]
+pub struct Tag {
+    /// Key.
+    pub slug: Slug,
+}
+
 /// A private model in a private module: the expansion must not leak or warn either.
 mod private {
     use slotted::SlottedCounter;
@@ -103,6 +141,8 @@ mod tests {
             .unwrap();
         let migrations = CounterMigrations::of::<Post>()
             .and::<Page>()
+            .and::<Topic>()
+            .and::<Tag>()
             .and::<private::Banner>();
         conn.run_pending_migrations(migrations).unwrap();
 
@@ -136,5 +176,21 @@ mod tests {
             private::banner(7).clicks().total(&mut conn).unwrap(),
         );
         assert_eq!(totals, (3, 1, 1, 2, 1, 1));
+
+        // Newtype keys.
+        let topic = TopicId { raw: RawTopicId(4) };
+        Topic::follows_of(topic).add(5, &mut conn).unwrap();
+        Topic::mutes_of(topic).increment(&mut conn).unwrap();
+        let slug = Slug("rust".into());
+        Tag::uses_of(slug.clone()).add(2, &mut conn).unwrap();
+        let follows = Topic::follows_totals(&[topic], &mut conn).unwrap();
+        assert_eq!(
+            (
+                follows[&topic],
+                Topic::mutes_of(topic).total(&mut conn).unwrap(),
+                Tag::uses_of(slug).total(&mut conn).unwrap(),
+            ),
+            (5, 1, 2)
+        );
     }
 }
