@@ -101,11 +101,9 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     let key_ty = &model.key_ty;
     let key_span = syn::spanned::Spanned::span(key_ty);
     // The `record_id` column's SQL type: by name, or `KeyOf<Key>` for a newtype (`table!`
-    // takes no projection such as `<PostId as CounterKey>::SqlType`).
-    // `table!` resolves column types in a module of its own: a newtype's is named by an alias
-    // beside the `table!`, which imports it.
+    // takes no projection such as `<PostId as CounterKey>::SqlType`). `table!` resolves column
+    // types in a module of its own, so a newtype's is an alias beside it, which it imports.
     let mut key_check = TokenStream::new();
-    let spanned_ty = respan(&ty, key_span);
     let sql_type = match model.key.sql_type() {
         Some(name) => SqlType::Named(name.parse().expect("an SQL type name")),
         None => {
@@ -120,6 +118,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     };
     // A type known by name only (`Uuid`): it must be the type that keys that SQL type.
     if model.key == KeyType::Uuid {
+        let spanned_ty = respan(&ty, key_span);
         let sql_types = quote!(#krate::__private::diesel::sql_types);
         key_check.extend(quote_spanned! {key_span=>
             const _: () = #krate::__private::key_check::sql_type::<#spanned_ty, #sql_types::Uuid>();
@@ -279,8 +278,6 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     }
 }
 
-/// The counter's table, as a Diesel `table!`; for shared storage, a module holding the marker
-/// type (the rows are in `slotted_core::shared::slotted_counters`).
 /// The SQL type of a counter table's `record_id`.
 enum SqlType {
     /// A Diesel SQL type's name (`Integer`), which `table!` has in scope.
@@ -289,6 +286,8 @@ enum SqlType {
     Alias(Ident),
 }
 
+/// The counter's table, as a Diesel `table!`; for shared storage, a module holding the marker
+/// type (the rows are in `slotted_core::shared::slotted_counters`).
 fn declare_table(model: &Model<'_>, counter: &Counter, sql_type: &SqlType) -> TokenStream {
     let krate = &model.krate;
     let table = &counter.table;
