@@ -14,7 +14,7 @@
 //! Scenarios, on PostgreSQL and MariaDB, sync (Diesel) and async (diesel-async), 64 slots:
 //! - `fresh`: a pool of 8, 32 or 64 connections opened with 0–74 other connections in between
 //!   (as other processes, migrations and health checks do), each at a random place; fewer where
-//!   the server's connection limit leaves no room (PostgreSQL's is 100);
+//!   the server's connection limit (`max_connections`, read from the server) leaves no room;
 //! - `churned`: the same pool after it replaced every other connection, with more others opened
 //!   meanwhile;
 //! - `2 processes`: two processes' pools of 32, alive at once;
@@ -35,7 +35,8 @@ use slotted_core::CounterMigrations;
 use slotted_examples::BoxError;
 use slotted_tests::models::Reaction;
 use slotted_tests::spread::{
-    churn, open_interleaved, ready, slots, wait_for_room, warm_up, Face, Sync, WARM_UP,
+    churn, connection_limit_sql, open_interleaved, ready, slots, wait_for_room, warm_up, Face,
+    Sync, WARM_UP,
 };
 use slotted_tests::{Dice, TestConnection, TestDb};
 
@@ -139,10 +140,14 @@ async fn write_all<F: Face>(writers: &mut [F::Conn], record: i32) -> Vec<i64> {
     identities
 }
 
-/// Room for others: the server's limit, less the pool, the observer and a margin.
-fn others_cap(backend: &str, pool: usize) -> usize {
-    let limit: usize = if backend == "postgres" { 95 } else { 145 };
-    limit.saturating_sub(pool + 1).min(74)
+/// Room for others: the server's limit (`max_connections`, read from it), less the pool, the
+/// observer and a margin of 5; 74 at most.
+fn others_cap<C: TestConnection>(observer: &mut C, pool: usize) -> usize {
+    let limit = observer.query_i64(connection_limit_sql(C::NAME));
+    usize::try_from(limit)
+        .unwrap_or(0)
+        .saturating_sub(pool + 1 + 5)
+        .min(74)
 }
 
 struct Trial<'a> {
@@ -156,7 +161,7 @@ async fn fresh<F: Face>(
     observer: &mut F::Sync,
     pool: usize,
 ) -> (usize, usize, usize) {
-    let others = t.dice.below(others_cap(F::Sync::NAME, pool) as u64 + 1) as usize;
+    let others = t.dice.below(others_cap(observer, pool) as u64 + 1) as usize;
     wait_for_room(observer, (pool + others) as i64);
     let (mut writers, bystanders) = open_interleaved::<F>(t.url, pool, others, &mut t.dice).await;
     let ids = write_all::<F>(&mut writers, t.record).await;
@@ -170,7 +175,7 @@ async fn churned<F: Face>(
     observer: &mut F::Sync,
     pool: usize,
 ) -> (usize, usize, usize) {
-    let cap = others_cap(F::Sync::NAME, pool);
+    let cap = others_cap(observer, pool);
     let others = t.dice.below(cap as u64 / 2 + 1) as usize;
     wait_for_room(observer, (pool + cap) as i64);
     let (mut writers, mut bystanders) =
@@ -192,7 +197,7 @@ async fn two_processes<F: Face>(
     observer: &mut F::Sync,
     pool: usize,
 ) -> Result<(usize, usize, usize), BoxError> {
-    let cap = others_cap(F::Sync::NAME, 2 * pool);
+    let cap = others_cap(observer, 2 * pool);
     let others = t.dice.below(cap as u64 + 1) as usize;
     wait_for_room(observer, (2 * pool + others) as i64);
     let mut child = Command::new(std::env::current_exe()?)

@@ -439,7 +439,7 @@ use slotted_core::SlottedModel;
 
 /// `--deployed`: the pool as a long-running service's is when a measurement starts. Other
 /// connections (other services, health checks, migrations: `others`, 0–74 at random, fewer where
-/// PostgreSQL's limit of 100 leaves no room) were opened between the pool's connections, and the
+/// the server's `max_connections` leaves no room) were opened between the pool's connections, and the
 /// pool replaced half of its connections: the first half was opened with the other half's first
 /// generation in between, which wrote and went away before the second half was opened. Every
 /// connection of the pool and of the first generation writes once (a `connection` strategy's
@@ -468,12 +468,12 @@ pub(crate) fn deploy<C: BenchConnection, P>(
     let mut observer = C::establish(url)?;
     let writers = writers as usize;
     let (half, gone) = (writers / 2, writers - writers / 2);
-    let room = if C::NAME == "postgres" {
-        // The limit, less the pool, the first generation, the sync pool (3) and a margin.
-        100usize.saturating_sub(writers + gone + 3 + 7)
-    } else {
-        74
-    };
+    // The server's limit (`max_connections`, read from it), less the pool, the first
+    // generation, the sync pool (3) and a margin.
+    let limit = observer.number(slotted_tests::spread::connection_limit_sql(C::NAME))?;
+    let room = usize::try_from(limit)
+        .unwrap_or(0)
+        .saturating_sub(writers + gone + 3 + 7);
     // xorshift, seeded by the writer count: the same deployment for every mode of a run.
     let mut seed = 0x5eed_0000_u64 + writers as u64;
     let mut below = |n: usize| {
