@@ -35,8 +35,7 @@ use slotted_core::CounterMigrations;
 use slotted_examples::BoxError;
 use slotted_tests::models::Reaction;
 use slotted_tests::spread::{
-    churn, connection_limit_sql, open_interleaved, ready, slots, wait_for_room, warm_up, Face,
-    Sync, WARM_UP,
+    churn, open_interleaved, ready, slots, wait_for_room, warm_up, Face, Sync, WARM_UP,
 };
 use slotted_tests::{Dice, TestConnection, TestDb};
 
@@ -143,7 +142,7 @@ async fn write_all<F: Face>(writers: &mut [F::Conn], record: i32) -> Vec<i64> {
 /// Room for others: the server's limit (`max_connections`, read from it), less the pool, the
 /// observer and a margin of 5; 74 at most.
 fn others_cap<C: TestConnection>(observer: &mut C, pool: usize) -> usize {
-    let limit = observer.query_i64(connection_limit_sql(C::NAME));
+    let limit = observer.query_i64(slotted_tests::connection_limit_sql(C::NAME));
     usize::try_from(limit)
         .unwrap_or(0)
         .saturating_sub(pool + 1 + 5)

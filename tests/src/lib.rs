@@ -16,6 +16,17 @@ pub mod keys;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod spread;
 
+/// The server's connection limit, as one BIGINT column `n`: `max_connections` (the benchmarks
+/// size their other connections by it, not by a default a server may not have).
+pub fn connection_limit_sql(backend: &str) -> &'static str {
+    match backend {
+        "postgres" => {
+            "SELECT CAST(setting AS BIGINT) AS n FROM pg_settings WHERE name = 'max_connections'"
+        }
+        _ => "SELECT CAST(@@max_connections AS SIGNED) AS n",
+    }
+}
+
 pub mod models {
     //! The models the tests count on: one per key type, and two counters on one model.
     use super::*;

@@ -130,21 +130,10 @@ pub fn wait_for_sessions<C: TestConnection>(observer: &mut C, live: i64) {
     }
 }
 
-/// The server's connection limit, as one BIGINT column `n`: `max_connections` (the benchmarks
-/// size their other connections by it, not by a default a server may not have).
-pub fn connection_limit_sql(backend: &str) -> &'static str {
-    match backend {
-        "postgres" => {
-            "SELECT CAST(setting AS BIGINT) AS n FROM pg_settings WHERE name = 'max_connections'"
-        }
-        _ => "SELECT CAST(@@max_connections AS SIGNED) AS n",
-    }
-}
-
 /// Waits until the server can take `needed` more connections (PostgreSQL's default limit is
 /// 100, and a pooler may still hold idle server connections of earlier tests for a while).
 pub fn wait_for_room<C: TestConnection>(observer: &mut C, needed: i64) {
-    let limit = observer.query_i64(connection_limit_sql(C::NAME));
+    let limit = observer.query_i64(crate::connection_limit_sql(C::NAME));
     let everyone = match C::NAME {
         "postgres" => {
             "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE backend_type = 'client backend'"

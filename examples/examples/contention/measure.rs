@@ -470,7 +470,7 @@ pub(crate) fn deploy<C: BenchConnection, P>(
     let (half, gone) = (writers / 2, writers - writers / 2);
     // The server's limit (`max_connections`, read from it), less the pool, the first
     // generation, the sync pool (3) and a margin.
-    let limit = observer.number(slotted_tests::spread::connection_limit_sql(C::NAME))?;
+    let limit = observer.number(slotted_tests::connection_limit_sql(C::NAME))?;
     let room = usize::try_from(limit)
         .unwrap_or(0)
         .saturating_sub(writers + gone + 3 + 7);
