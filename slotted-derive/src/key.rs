@@ -70,11 +70,12 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
         None => (quote!(&self.0), quote!(#ident)),
     };
     let key = quote!(#krate::CounterKey);
-    // Spanned at the field's type: a field that keys nothing is the error, said there.
-    let inner_key = crate::expand::respan(&quote!(<#inner as #key>), inner.span());
-    let span = inner.span();
-    let inner_sql = crate::expand::respan(&quote!(#inner_key::SqlType), span);
-    let inner_kind = crate::expand::respan(&quote!(#inner_key::KIND), span);
+    // Every token spanned at the field's type: a field that keys nothing is the error, said
+    // there (rustc spans a failed path by all of its tokens).
+    let at_field = |tokens: TokenStream| crate::expand::respan(&tokens, inner.span());
+    let inner_key = at_field(quote!(<#inner as #key>));
+    let inner_sql = at_field(quote!(<#inner as #key>::SqlType));
+    let inner_kind = at_field(quote!(<#inner as #key>::KIND));
     quote! {
         #[automatically_derived]
         impl #krate::__private::SealedKey for #ident {}

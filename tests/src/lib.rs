@@ -184,7 +184,6 @@ pub mod lifecycle {
     }
 }
 
-/// `SLOTTED_REQUIRE_ALL_BACKENDS=1`: a backend without a URL fails instead of skipping.
 /// Calls cut off at random points counted once or not at all: `total` lies between the calls
 /// acknowledged and those plus the calls cut off. Prints the three, under `what`.
 pub fn assert_counted_once(what: &str, acknowledged: i64, cut_off: i64, total: i64) {
@@ -195,6 +194,7 @@ pub fn assert_counted_once(what: &str, acknowledged: i64, cut_off: i64, total: i
     );
 }
 
+/// `SLOTTED_REQUIRE_ALL_BACKENDS=1`: a backend without a URL fails instead of skipping.
 pub fn require_all_backends() -> bool {
     std::env::var("SLOTTED_REQUIRE_ALL_BACKENDS").is_ok_and(|v| v == "1")
 }
