@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
 use crate::exec::{load_keyed, Exec};
-use crate::key::{CounterKey, KeyValue, RawKey};
+use crate::key::{CounterKey, KeyPart, KeyValue, RawKey};
 use crate::sql::read::SumOne;
 use crate::sql::slot::Returned;
 use crate::sql::write::{AddToSlot, UpdateSlot};
@@ -237,7 +237,7 @@ pub(crate) async fn sums<E: Exec>(
         padded.extend_from_slice(chunk);
         padded.resize(chunk.len().next_power_of_two(), chunk[chunk.len() - 1]);
         let statement = crate::sql::read::SumMany(Scope::new(spec, &padded));
-        let rows = load_keyed(exec, statement, spec.key_column_kind())
+        let rows = load_keyed(exec, statement)
             .await
             .map_err(|e| sum_error::<E::Backend, _>(spec, "(one of the keys)", e))?;
         sums.extend(rows);
@@ -261,13 +261,31 @@ pub(crate) fn check_key_in<'k, K: CounterKey>(
 ) -> Result<KeyValue<'k>> {
     let value = key.key_value();
     // The shared table keeps every key as BIGINT (the derive lets only keys that fit it in).
-    let value = match (spec.key_column_kind(), value.widened()) {
-        (crate::KeyKind::BigInt, Some(wide)) => KeyValue::BigInt(wide),
+    let value = match (spec.storage, value.widened()) {
+        (crate::Storage::Shared { .. }, Some(wide)) => KeyValue::one(KeyPart::BigInt(wide)),
         _ => value,
     };
-    let KeyValue::Text(text) = value else {
+    let reason = value.parts().iter().find_map(|part| match part {
+        KeyPart::Text(text) => text_problem(dialect, spec, text),
+        _ => None,
+    });
+    let Some(reason) = reason else {
         return Ok(value);
     };
+    let mut shown = format!("{value:?}");
+    if shown.chars().count() > 80 {
+        shown = shown.chars().take(77).chain("...".chars()).collect();
+    }
+    Err(Error::InvalidKey {
+        counter: spec.qualified_name(),
+        table: spec.table,
+        key: shown,
+        reason,
+    })
+}
+
+/// Why the backend would store a text key (or a composite key's text column) inexactly.
+fn text_problem(dialect: Dialect, spec: &CounterSpec, text: &str) -> Option<String> {
     let reason = if text.chars().count() > usize::from(spec.max_key_length) {
         format!(
             "it is {} characters long, and the column holds at most {} (raise `max_key_length` in the \
@@ -287,18 +305,9 @@ pub(crate) fn check_key_in<'k, K: CounterKey>(
          count with the key without them"
             .to_owned()
     } else {
-        return Ok(value);
+        return None;
     };
-    let mut shown = format!("{text:?}");
-    if shown.chars().count() > 80 {
-        shown = shown.chars().take(77).chain("...".chars()).collect();
-    }
-    Err(Error::InvalidKey {
-        counter: spec.qualified_name(),
-        table: spec.table,
-        key: shown,
-        reason,
-    })
+    Some(reason)
 }
 
 pub(crate) fn parse_total<K: fmt::Debug + ?Sized>(

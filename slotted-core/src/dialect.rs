@@ -15,7 +15,7 @@ use diesel::row::NamedRow;
 use diesel::sql_types::{BigInt, Integer, Nullable, SmallInt, Text};
 use diesel::QueryResult;
 
-use crate::key::{KeyKind, KeyValue, RawKey};
+use crate::key::{KeyKind, KeyPart, RawPart};
 
 /// The SQL dialects slotted writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -119,8 +119,10 @@ pub trait CounterBackend: Backend + sealed::Sealed + Sized + Send + 'static {
     /// The SQL this backend speaks.
     const DIALECT: Dialect;
 
+    /// Binds one key column's value.
     #[doc(hidden)]
-    fn push_key<'b>(out: &mut AstPass<'_, 'b, Self>, key: &'b KeyValue<'_>) -> QueryResult<()>;
+    fn push_key_part<'b>(out: &mut AstPass<'_, 'b, Self>, part: &'b KeyPart<'_>)
+        -> QueryResult<()>;
     #[doc(hidden)]
     fn push_small_int<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b i16) -> QueryResult<()>;
     #[doc(hidden)]
@@ -128,12 +130,12 @@ pub trait CounterBackend: Backend + sealed::Sealed + Sized + Send + 'static {
     #[doc(hidden)]
     fn push_text<'b>(out: &mut AstPass<'_, 'b, Self>, value: &'b str) -> QueryResult<()>;
 
+    /// Reads one key column's value by the type the server sent it as: a row does not know the
+    /// counter it comes from (Diesel's `QueryableByName` gets no arguments), and a composite
+    /// key's columns each have their own type. An integer comes back at the width the server
+    /// sent (SQLite: 64 bits); `CounterKey::from_raw` narrows it.
     #[doc(hidden)]
-    fn read_key<'a>(
-        row: &impl NamedRow<'a, Self>,
-        column: &str,
-        kind: KeyKind,
-    ) -> deserialize::Result<RawKey>;
+    fn read_key_part(value: Self::RawValue<'_>) -> deserialize::Result<RawPart>;
     #[doc(hidden)]
     fn read_big_int<'a>(row: &impl NamedRow<'a, Self>, column: &str) -> deserialize::Result<i64>;
     #[doc(hidden)]
@@ -156,16 +158,16 @@ macro_rules! counter_backend {
         impl CounterBackend for $backend {
             const DIALECT: Dialect = $dialect;
 
-            fn push_key<'b>(
+            fn push_key_part<'b>(
                 out: &mut AstPass<'_, 'b, Self>,
-                key: &'b KeyValue<'_>,
+                part: &'b KeyPart<'_>,
             ) -> QueryResult<()> {
-                match key {
-                    KeyValue::SmallInt(v) => out.push_bind_param::<SmallInt, i16>(v),
-                    KeyValue::Integer(v) => out.push_bind_param::<Integer, i32>(v),
-                    KeyValue::BigInt(v) => out.push_bind_param::<BigInt, i64>(v),
-                    KeyValue::Text(v) => out.push_bind_param::<Text, str>(v),
-                    other => $special::push_key(out, other),
+                match part {
+                    KeyPart::SmallInt(v) => out.push_bind_param::<SmallInt, i16>(v),
+                    KeyPart::Integer(v) => out.push_bind_param::<Integer, i32>(v),
+                    KeyPart::BigInt(v) => out.push_bind_param::<BigInt, i64>(v),
+                    KeyPart::Text(v) => out.push_bind_param::<Text, str>(v),
+                    other => $special::push_key_part(out, other),
                 }
             }
 
@@ -187,22 +189,8 @@ macro_rules! counter_backend {
                 out.push_bind_param::<Text, str>(value)
             }
 
-            fn read_key<'a>(
-                row: &impl NamedRow<'a, Self>,
-                column: &str,
-                kind: KeyKind,
-            ) -> deserialize::Result<RawKey> {
-                Ok(match kind {
-                    KeyKind::SmallInt => {
-                        RawKey::SmallInt(NamedRow::get::<SmallInt, i16>(row, column)?)
-                    }
-                    KeyKind::Integer => {
-                        RawKey::Integer(NamedRow::get::<Integer, i32>(row, column)?)
-                    }
-                    KeyKind::BigInt => RawKey::BigInt(NamedRow::get::<BigInt, i64>(row, column)?),
-                    KeyKind::Text => RawKey::Text(NamedRow::get::<Text, String>(row, column)?),
-                    other => $special::read_key(row, column, other)?,
-                })
+            fn read_key_part(value: Self::RawValue<'_>) -> deserialize::Result<RawPart> {
+                $special::read_key_part(value)
             }
 
             fn read_big_int<'a>(
@@ -255,106 +243,141 @@ fn unsupported_key(kind: KeyKind, backend: &str) -> Box<dyn std::error::Error + 
     .into()
 }
 
-/// SQLite: the common kinds only.
+/// The error for a key column whose type the server sent is not a key type.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+fn unexpected_key_type(
+    backend: &str,
+    found: impl std::fmt::Debug,
+) -> Box<dyn std::error::Error + Send + Sync> {
+    format!("a key column came back from {backend} as {found:?}, which is no key type").into()
+}
+
+/// SQLite: the common kinds only. Every integer comes back as a 64-bit one.
 #[cfg(feature = "sqlite")]
 mod sqlite_keys {
     use super::*;
-    use diesel::sqlite::Sqlite;
+    use diesel::deserialize::FromSql;
+    use diesel::sqlite::{Sqlite, SqliteType, SqliteValue};
 
-    pub(super) fn push_key(_: &mut AstPass<'_, '_, Sqlite>, key: &KeyValue<'_>) -> QueryResult<()> {
+    pub(super) fn push_key_part(
+        _: &mut AstPass<'_, '_, Sqlite>,
+        part: &KeyPart<'_>,
+    ) -> QueryResult<()> {
         Err(diesel::result::Error::SerializationError(unsupported_key(
-            key.to_raw().kind(),
+            part.kind(),
             "SQLite",
         )))
     }
 
-    pub(super) fn read_key<'a>(
-        _: &impl NamedRow<'a, Sqlite>,
-        _: &str,
-        kind: KeyKind,
-    ) -> deserialize::Result<RawKey> {
-        Err(unsupported_key(kind, "SQLite"))
+    pub(super) fn read_key_part(value: SqliteValue<'_, '_, '_>) -> deserialize::Result<RawPart> {
+        match value.value_type() {
+            Some(SqliteType::Long) => Ok(RawPart::BigInt(
+                <i64 as FromSql<BigInt, Sqlite>>::from_sql(value)?,
+            )),
+            Some(SqliteType::Text) => Ok(RawPart::Text(
+                <String as FromSql<Text, Sqlite>>::from_sql(value)?,
+            )),
+            other => Err(unexpected_key_type("SQLite", other)),
+        }
     }
 }
 
-/// PostgreSQL: `UUID` keys, with the `uuid` feature.
+/// PostgreSQL: `UUID` keys, with the `uuid` feature. Read by the value's type OID.
 #[cfg(feature = "postgres")]
 mod pg_keys {
     use super::*;
-    use diesel::pg::Pg;
+    use diesel::deserialize::FromSql;
+    use diesel::pg::{Pg, PgValue};
 
     // Without `uuid`, every key kind that reaches here is refused and `out` goes unused.
     #[cfg_attr(not(feature = "uuid"), allow(unused_variables))]
-    pub(super) fn push_key<'b>(
+    pub(super) fn push_key_part<'b>(
         out: &mut AstPass<'_, 'b, Pg>,
-        key: &'b KeyValue<'_>,
+        part: &'b KeyPart<'_>,
     ) -> QueryResult<()> {
-        match key {
+        match part {
             #[cfg(feature = "uuid")]
-            KeyValue::Uuid(bytes) => out.push_bind_param::<diesel::sql_types::Uuid, uuid::Uuid>(
+            KeyPart::Uuid(bytes) => out.push_bind_param::<diesel::sql_types::Uuid, uuid::Uuid>(
                 uuid::Uuid::from_bytes_ref(bytes),
             ),
             other => Err(diesel::result::Error::SerializationError(unsupported_key(
-                other.to_raw().kind(),
+                other.kind(),
                 "PostgreSQL",
             ))),
         }
     }
 
-    pub(super) fn read_key<'a>(
-        row: &impl NamedRow<'a, Pg>,
-        column: &str,
-        kind: KeyKind,
-    ) -> deserialize::Result<RawKey> {
-        match kind {
+    // `pg_type`'s OIDs, fixed since PostgreSQL 7: int2, int4, int8, text, varchar, uuid.
+    const INT2: u32 = 21;
+    const INT4: u32 = 23;
+    const INT8: u32 = 20;
+    const TEXT: u32 = 25;
+    const VARCHAR: u32 = 1043;
+    #[cfg(feature = "uuid")]
+    const UUID: u32 = 2950;
+
+    pub(super) fn read_key_part(value: PgValue<'_>) -> deserialize::Result<RawPart> {
+        Ok(match value.get_oid().get() {
+            INT2 => RawPart::SmallInt(<i16 as FromSql<SmallInt, Pg>>::from_sql(value)?),
+            INT4 => RawPart::Integer(<i32 as FromSql<Integer, Pg>>::from_sql(value)?),
+            INT8 => RawPart::BigInt(<i64 as FromSql<BigInt, Pg>>::from_sql(value)?),
+            TEXT | VARCHAR => RawPart::Text(<String as FromSql<Text, Pg>>::from_sql(value)?),
             #[cfg(feature = "uuid")]
-            KeyKind::Uuid => Ok(RawKey::Uuid(
-                NamedRow::get::<diesel::sql_types::Uuid, uuid::Uuid>(row, column)?.into_bytes(),
-            )),
-            other => {
-                let _ = (row, column);
-                Err(unsupported_key(other, "PostgreSQL"))
+            UUID => RawPart::Uuid(
+                <uuid::Uuid as FromSql<diesel::sql_types::Uuid, Pg>>::from_sql(value)?.into_bytes(),
+            ),
+            oid => {
+                return Err(unexpected_key_type(
+                    "PostgreSQL",
+                    format_args!("type OID {oid}"),
+                ))
             }
-        }
+        })
     }
 }
 
-/// MySQL and MariaDB: `UNSIGNED` keys.
+/// MySQL and MariaDB: `UNSIGNED` keys. Read by the value's column type.
 #[cfg(feature = "mysql")]
 mod mysql_keys {
     use super::*;
-    use diesel::mysql::Mysql;
+    use diesel::deserialize::FromSql;
+    use diesel::mysql::{Mysql, MysqlType, MysqlValue};
     use diesel::sql_types::Unsigned;
 
-    pub(super) fn push_key<'b>(
+    pub(super) fn push_key_part<'b>(
         out: &mut AstPass<'_, 'b, Mysql>,
-        key: &'b KeyValue<'_>,
+        part: &'b KeyPart<'_>,
     ) -> QueryResult<()> {
-        match key {
-            KeyValue::UnsignedInteger(v) => out.push_bind_param::<Unsigned<Integer>, u32>(v),
-            KeyValue::UnsignedBigInt(v) => out.push_bind_param::<Unsigned<BigInt>, u64>(v),
+        match part {
+            KeyPart::UnsignedInteger(v) => out.push_bind_param::<Unsigned<Integer>, u32>(v),
+            KeyPart::UnsignedBigInt(v) => out.push_bind_param::<Unsigned<BigInt>, u64>(v),
             other => Err(diesel::result::Error::SerializationError(unsupported_key(
-                other.to_raw().kind(),
+                other.kind(),
                 "MySQL",
             ))),
         }
     }
 
-    pub(super) fn read_key<'a>(
-        row: &impl NamedRow<'a, Mysql>,
-        column: &str,
-        kind: KeyKind,
-    ) -> deserialize::Result<RawKey> {
-        match kind {
-            KeyKind::UnsignedInteger => Ok(RawKey::UnsignedInteger(NamedRow::get::<
+    pub(super) fn read_key_part(value: MysqlValue<'_>) -> deserialize::Result<RawPart> {
+        Ok(match value.value_type() {
+            MysqlType::Short => {
+                RawPart::SmallInt(<i16 as FromSql<SmallInt, Mysql>>::from_sql(value)?)
+            }
+            MysqlType::Long => RawPart::Integer(<i32 as FromSql<Integer, Mysql>>::from_sql(value)?),
+            MysqlType::LongLong => {
+                RawPart::BigInt(<i64 as FromSql<BigInt, Mysql>>::from_sql(value)?)
+            }
+            MysqlType::UnsignedLong => RawPart::UnsignedInteger(<u32 as FromSql<
                 Unsigned<Integer>,
-                u32,
-            >(row, column)?)),
-            KeyKind::UnsignedBigInt => Ok(RawKey::UnsignedBigInt(NamedRow::get::<
-                Unsigned<BigInt>,
-                u64,
-            >(row, column)?)),
-            other => Err(unsupported_key(other, "MySQL")),
-        }
+                Mysql,
+            >>::from_sql(value)?),
+            MysqlType::UnsignedLongLong => {
+                RawPart::UnsignedBigInt(<u64 as FromSql<Unsigned<BigInt>, Mysql>>::from_sql(value)?)
+            }
+            MysqlType::String | MysqlType::Blob => {
+                RawPart::Text(<String as FromSql<Text, Mysql>>::from_sql(value)?)
+            }
+            other => return Err(unexpected_key_type("MySQL", other)),
+        })
     }
 }

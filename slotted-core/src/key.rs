@@ -56,11 +56,19 @@ impl KeyKind {
     }
 }
 
-/// A key, borrowed, as it is bound to a statement. `Debug` shows it as the model's key shows
-/// itself (`7`, `"url"`): errors and reports name keys this way.
+/// The most columns a key has: a composite primary key (`#[diesel(primary_key(a, b))]`) of up to
+/// three columns keys a counter.
+pub const MAX_KEY_COLUMNS: usize = 3;
+
+/// The names of a counter table's key columns, in order: `record_id` for a one-column key,
+/// `record_id`, `record_id_2`[, `record_id_3`] for a composite one.
+pub const KEY_COLUMNS: [&str; MAX_KEY_COLUMNS] = ["record_id", "record_id_2", "record_id_3"];
+
+/// One key column's value, borrowed, as it is bound to a statement. `Debug` shows it as the
+/// model's key shows itself (`7`, `"url"`).
 #[doc(hidden)]
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum KeyValue<'a> {
+pub enum KeyPart<'a> {
     SmallInt(i16),
     Integer(i32),
     BigInt(i64),
@@ -71,36 +79,103 @@ pub enum KeyValue<'a> {
     Uuid([u8; 16]),
 }
 
-impl KeyValue<'_> {
-    /// The key, owned.
-    pub fn to_raw(self) -> RawKey {
+impl KeyPart<'_> {
+    /// The value, owned.
+    pub fn to_raw(self) -> RawPart {
         match self {
-            KeyValue::SmallInt(v) => RawKey::SmallInt(v),
-            KeyValue::Integer(v) => RawKey::Integer(v),
-            KeyValue::BigInt(v) => RawKey::BigInt(v),
-            KeyValue::UnsignedInteger(v) => RawKey::UnsignedInteger(v),
-            KeyValue::UnsignedBigInt(v) => RawKey::UnsignedBigInt(v),
-            KeyValue::Text(v) => RawKey::Text(v.to_owned()),
-            KeyValue::Uuid(v) => RawKey::Uuid(v),
+            KeyPart::SmallInt(v) => RawPart::SmallInt(v),
+            KeyPart::Integer(v) => RawPart::Integer(v),
+            KeyPart::BigInt(v) => RawPart::BigInt(v),
+            KeyPart::UnsignedInteger(v) => RawPart::UnsignedInteger(v),
+            KeyPart::UnsignedBigInt(v) => RawPart::UnsignedBigInt(v),
+            KeyPart::Text(v) => RawPart::Text(v.to_owned()),
+            KeyPart::Uuid(v) => RawPart::Uuid(v),
         }
     }
 
-    /// The same key as the shared table's `BIGINT` keeps it, when it fits there.
-    pub(crate) fn widened(self) -> Option<i64> {
+    /// Its kind.
+    pub fn kind(self) -> KeyKind {
         match self {
-            KeyValue::SmallInt(v) => Some(i64::from(v)),
-            KeyValue::Integer(v) => Some(i64::from(v)),
-            KeyValue::BigInt(v) => Some(v),
-            KeyValue::UnsignedInteger(v) => Some(i64::from(v)),
-            KeyValue::UnsignedBigInt(_) | KeyValue::Text(_) | KeyValue::Uuid(_) => None,
+            KeyPart::SmallInt(_) => KeyKind::SmallInt,
+            KeyPart::Integer(_) => KeyKind::Integer,
+            KeyPart::BigInt(_) => KeyKind::BigInt,
+            KeyPart::UnsignedInteger(_) => KeyKind::UnsignedInteger,
+            KeyPart::UnsignedBigInt(_) => KeyKind::UnsignedBigInt,
+            KeyPart::Text(_) => KeyKind::Text,
+            KeyPart::Uuid(_) => KeyKind::Uuid,
         }
     }
 }
 
-/// A key, owned, as it comes back from a `GROUP BY` query. `Debug` as [`KeyValue`]'s.
+/// A key, borrowed, as it is bound to a statement: one value per key column (one, or two or
+/// three for a composite key). `Debug` shows it as the model's key shows itself (`7`, `"url"`,
+/// `(7, "url")`): errors and reports name keys this way.
+#[doc(hidden)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KeyValue<'a> {
+    len: u8,
+    // Unused places hold `SmallInt(0)`, so the derived comparisons see the parts alone.
+    parts: [KeyPart<'a>; MAX_KEY_COLUMNS],
+}
+
+impl<'a> KeyValue<'a> {
+    /// A one-column key.
+    pub const fn one(part: KeyPart<'a>) -> Self {
+        KeyValue {
+            len: 1,
+            parts: [part, KeyPart::SmallInt(0), KeyPart::SmallInt(0)],
+        }
+    }
+
+    /// A composite key of these columns' values, in order (2 to [`MAX_KEY_COLUMNS`]).
+    pub fn composite(parts: &[KeyPart<'a>]) -> Self {
+        assert!(
+            (1..=MAX_KEY_COLUMNS).contains(&parts.len()),
+            "a key has 1 to {MAX_KEY_COLUMNS} columns"
+        );
+        let mut value = KeyValue::one(parts[0]);
+        value.parts[..parts.len()].copy_from_slice(parts);
+        value.len = parts.len() as u8;
+        value
+    }
+
+    /// The value of each key column, in order.
+    pub fn parts(&self) -> &[KeyPart<'a>] {
+        &self.parts[..usize::from(self.len)]
+    }
+
+    /// The value of a one-column key; `None` for a composite one.
+    pub fn single(&self) -> Option<KeyPart<'a>> {
+        match self.parts() {
+            [part] => Some(*part),
+            _ => None,
+        }
+    }
+
+    /// The key, owned.
+    pub fn to_raw(&self) -> RawKey {
+        RawKey {
+            first: self.parts[0].to_raw(),
+            rest: self.parts()[1..].iter().map(|p| p.to_raw()).collect(),
+        }
+    }
+
+    /// The same key as the shared table's `BIGINT` keeps it, when it fits there.
+    pub(crate) fn widened(&self) -> Option<i64> {
+        match self.single()? {
+            KeyPart::SmallInt(v) => Some(i64::from(v)),
+            KeyPart::Integer(v) => Some(i64::from(v)),
+            KeyPart::BigInt(v) => Some(v),
+            KeyPart::UnsignedInteger(v) => Some(i64::from(v)),
+            KeyPart::UnsignedBigInt(_) | KeyPart::Text(_) | KeyPart::Uuid(_) => None,
+        }
+    }
+}
+
+/// One key column's value, owned, as it comes back from a query. `Debug` as [`KeyPart`]'s.
 #[doc(hidden)]
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum RawKey {
+pub enum RawPart {
     SmallInt(i16),
     Integer(i32),
     BigInt(i64),
@@ -110,57 +185,93 @@ pub enum RawKey {
     Uuid([u8; 16]),
 }
 
-impl RawKey {
-    /// The key, borrowed, to bind again.
-    pub fn as_value(&self) -> KeyValue<'_> {
+impl RawPart {
+    /// The value, borrowed, to bind again.
+    pub fn as_value(&self) -> KeyPart<'_> {
         match self {
-            RawKey::SmallInt(v) => KeyValue::SmallInt(*v),
-            RawKey::Integer(v) => KeyValue::Integer(*v),
-            RawKey::BigInt(v) => KeyValue::BigInt(*v),
-            RawKey::UnsignedInteger(v) => KeyValue::UnsignedInteger(*v),
-            RawKey::UnsignedBigInt(v) => KeyValue::UnsignedBigInt(*v),
-            RawKey::Text(v) => KeyValue::Text(v),
-            RawKey::Uuid(v) => KeyValue::Uuid(*v),
+            RawPart::SmallInt(v) => KeyPart::SmallInt(*v),
+            RawPart::Integer(v) => KeyPart::Integer(*v),
+            RawPart::BigInt(v) => KeyPart::BigInt(*v),
+            RawPart::UnsignedInteger(v) => KeyPart::UnsignedInteger(*v),
+            RawPart::UnsignedBigInt(v) => KeyPart::UnsignedBigInt(*v),
+            RawPart::Text(v) => KeyPart::Text(v),
+            RawPart::Uuid(v) => KeyPart::Uuid(*v),
         }
     }
 
-    /// Its kind.
-    pub fn kind(&self) -> KeyKind {
-        match self {
-            RawKey::SmallInt(_) => KeyKind::SmallInt,
-            RawKey::Integer(_) => KeyKind::Integer,
-            RawKey::BigInt(_) => KeyKind::BigInt,
-            RawKey::UnsignedInteger(_) => KeyKind::UnsignedInteger,
-            RawKey::UnsignedBigInt(_) => KeyKind::UnsignedBigInt,
-            RawKey::Text(_) => KeyKind::Text,
-            RawKey::Uuid(_) => KeyKind::Uuid,
-        }
-    }
-
-    /// An integer key, whatever width it was read back at (the shared table keeps every key as
-    /// `BIGINT`).
+    /// An integer value, whatever width it was read back at (the shared table keeps every key
+    /// as `BIGINT`, SQLite every integer as a 64-bit one).
     fn integer(&self) -> Option<i128> {
         match *self {
-            RawKey::SmallInt(v) => Some(v.into()),
-            RawKey::Integer(v) => Some(v.into()),
-            RawKey::BigInt(v) => Some(v.into()),
-            RawKey::UnsignedInteger(v) => Some(v.into()),
-            RawKey::UnsignedBigInt(v) => Some(v.into()),
-            RawKey::Text(_) | RawKey::Uuid(_) => None,
+            RawPart::SmallInt(v) => Some(v.into()),
+            RawPart::Integer(v) => Some(v.into()),
+            RawPart::BigInt(v) => Some(v.into()),
+            RawPart::UnsignedInteger(v) => Some(v.into()),
+            RawPart::UnsignedBigInt(v) => Some(v.into()),
+            RawPart::Text(_) | RawPart::Uuid(_) => None,
         }
     }
 }
 
-impl Debug for KeyValue<'_> {
+/// A key, owned, as it comes back from a `GROUP BY` query: one value per key column. `Debug`
+/// as [`KeyValue`]'s.
+#[doc(hidden)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RawKey {
+    first: RawPart,
+    // Empty (no allocation) for a one-column key.
+    rest: Box<[RawPart]>,
+}
+
+impl RawKey {
+    /// A one-column key.
+    pub fn one(part: RawPart) -> Self {
+        RawKey {
+            first: part,
+            rest: Box::default(),
+        }
+    }
+
+    /// A key of these columns' values, in order; `None` for no value.
+    pub fn from_parts(parts: Vec<RawPart>) -> Option<Self> {
+        let mut parts = parts.into_iter();
+        Some(RawKey {
+            first: parts.next()?,
+            rest: parts.collect(),
+        })
+    }
+
+    /// The value of a one-column key; `None` for a composite one.
+    pub fn into_single(self) -> Option<RawPart> {
+        self.rest.is_empty().then_some(self.first)
+    }
+
+    /// The values of each column, in order.
+    pub fn into_parts(self) -> impl Iterator<Item = RawPart> {
+        std::iter::once(self.first).chain(self.rest.into_vec())
+    }
+
+    /// The key, borrowed, to bind again.
+    pub fn as_value(&self) -> KeyValue<'_> {
+        let mut value = KeyValue::one(self.first.as_value());
+        for (place, part) in value.parts[1..].iter_mut().zip(self.rest.iter()) {
+            *place = part.as_value();
+        }
+        value.len = 1 + self.rest.len().min(MAX_KEY_COLUMNS - 1) as u8;
+        value
+    }
+}
+
+impl Debug for KeyPart<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            KeyValue::SmallInt(v) => Debug::fmt(v, f),
-            KeyValue::Integer(v) => Debug::fmt(v, f),
-            KeyValue::BigInt(v) => Debug::fmt(v, f),
-            KeyValue::UnsignedInteger(v) => Debug::fmt(v, f),
-            KeyValue::UnsignedBigInt(v) => Debug::fmt(v, f),
-            KeyValue::Text(v) => Debug::fmt(v, f),
-            KeyValue::Uuid(bytes) => {
+            KeyPart::SmallInt(v) => Debug::fmt(v, f),
+            KeyPart::Integer(v) => Debug::fmt(v, f),
+            KeyPart::BigInt(v) => Debug::fmt(v, f),
+            KeyPart::UnsignedInteger(v) => Debug::fmt(v, f),
+            KeyPart::UnsignedBigInt(v) => Debug::fmt(v, f),
+            KeyPart::Text(v) => Debug::fmt(v, f),
+            KeyPart::Uuid(bytes) => {
                 // The hyphenated form, as `uuid::Uuid` shows itself.
                 let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
                 write!(
@@ -174,6 +285,28 @@ impl Debug for KeyValue<'_> {
                 )
             }
         }
+    }
+}
+
+impl Debug for KeyValue<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.parts() {
+            [one] => Debug::fmt(one, f),
+            parts => {
+                // As a tuple shows itself.
+                let mut tuple = f.debug_tuple("");
+                for part in parts {
+                    tuple.field(part);
+                }
+                tuple.finish()
+            }
+        }
+    }
+}
+
+impl Debug for RawPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Debug::fmt(&self.as_value(), f)
     }
 }
 
@@ -203,8 +336,9 @@ impl KeySqlType for diesel::sql_types::Unsigned<diesel::sql_types::BigInt> {}
 impl KeySqlType for diesel::sql_types::Uuid {}
 
 pub(crate) mod sealed {
-    /// Implemented by slotted-core for its key types and by `#[derive(SlottedKey)]` for a
-    /// newtype over one of them: every key is one of the canonical [`super::KeyKind`]s.
+    /// Implemented by slotted-core for its key types and tuples of them, and by
+    /// `#[derive(SlottedKey)]` for a newtype over one of them: every key is one or more of the
+    /// canonical [`super::KeyKind`]s.
     pub trait Sealed {}
     impl Sealed for i16 {}
     impl Sealed for i32 {}
@@ -216,6 +350,8 @@ pub(crate) mod sealed {
     impl Sealed for String {}
     #[cfg(feature = "uuid")]
     impl Sealed for uuid::Uuid {}
+    impl<A: super::CounterKey, B: super::CounterKey> Sealed for (A, B) {}
+    impl<A: super::CounterKey, B: super::CounterKey, C: super::CounterKey> Sealed for (A, B, C) {}
 }
 
 /// A type a counter can be keyed by: the model's primary key type.
@@ -226,21 +362,23 @@ pub(crate) mod sealed {
 /// `diesel print-schema` writes what the derive declares.
 ///
 /// A newtype over one of them keys a counter too: `#[derive(SlottedKey)]` on it implements this
-/// trait by its inner key (see [`SlottedKey`](crate::SlottedKey)).
+/// trait by its inner key (see [`SlottedKey`](crate::SlottedKey)). A tuple of two or three of
+/// them keys a counter by a composite primary key (`#[diesel(primary_key(a, b))]`), one
+/// counter-table column each (`record_id`, `record_id_2`, `record_id_3`).
 ///
 /// Sealed otherwise: each key maps to one column type per backend, which is what makes the
 /// generated migration and `diesel print-schema` agree.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot key a slotted counter",
     label = "the model's primary key type",
-    note = "slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL), `String` or `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature)",
+    note = "slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL), `String` or `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature), or a composite primary key of two or three of them",
     note = "a newtype over one of them keys a counter with `#[derive(slotted_core::SlottedKey)]` on it, e.g. `#[derive(DieselNewType, SlottedKey)] struct PostId(i32);`"
 )]
 pub trait CounterKey: sealed::Sealed + Clone + Eq + Hash + Debug + Send + Sync + 'static {
-    /// The SQL type of the key's column.
+    /// The SQL type of the key's column (a tuple of them for a composite key).
     type SqlType: KeySqlType;
-    /// How the runtime binds it.
-    const KIND: KeyKind;
+    /// How the runtime binds it: one kind per key column.
+    const KINDS: &'static [KeyKind];
     #[doc(hidden)]
     fn key_value(&self) -> KeyValue<'_>;
     #[doc(hidden)]
@@ -248,17 +386,17 @@ pub trait CounterKey: sealed::Sealed + Clone + Eq + Hash + Debug + Send + Sync +
 }
 
 /// The built-in keys: an integer of any width comes back narrowed when it fits (the shared
-/// table keeps every integer key as `BIGINT`).
+/// table keeps every integer key as `BIGINT`, SQLite every integer as a 64-bit one).
 macro_rules! integer_key {
     ($($ty:ty => $kind:ident, $sql:ty;)*) => {$(
         impl CounterKey for $ty {
             type SqlType = $sql;
-            const KIND: KeyKind = KeyKind::$kind;
+            const KINDS: &'static [KeyKind] = &[KeyKind::$kind];
             fn key_value(&self) -> KeyValue<'_> {
-                KeyValue::$kind(*self)
+                KeyValue::one(KeyPart::$kind(*self))
             }
             fn from_raw(raw: RawKey) -> Option<Self> {
-                raw.integer().and_then(|v| <$ty>::try_from(v).ok())
+                raw.into_single()?.integer().and_then(|v| <$ty>::try_from(v).ok())
             }
         }
     )*};
@@ -279,13 +417,13 @@ integer_key! {
 
 impl CounterKey for String {
     type SqlType = diesel::sql_types::Text;
-    const KIND: KeyKind = KeyKind::Text;
+    const KINDS: &'static [KeyKind] = &[KeyKind::Text];
     fn key_value(&self) -> KeyValue<'_> {
-        KeyValue::Text(self)
+        KeyValue::one(KeyPart::Text(self))
     }
     fn from_raw(raw: RawKey) -> Option<Self> {
-        match raw {
-            RawKey::Text(v) => Some(v),
+        match raw.into_single()? {
+            RawPart::Text(v) => Some(v),
             _ => None,
         }
     }
@@ -294,17 +432,57 @@ impl CounterKey for String {
 #[cfg(feature = "uuid")]
 impl CounterKey for uuid::Uuid {
     type SqlType = diesel::sql_types::Uuid;
-    const KIND: KeyKind = KeyKind::Uuid;
+    const KINDS: &'static [KeyKind] = &[KeyKind::Uuid];
     fn key_value(&self) -> KeyValue<'_> {
-        KeyValue::Uuid(*self.as_bytes())
+        KeyValue::one(KeyPart::Uuid(*self.as_bytes()))
     }
     fn from_raw(raw: RawKey) -> Option<Self> {
-        match raw {
-            RawKey::Uuid(v) => Some(uuid::Uuid::from_bytes(v)),
+        match raw.into_single()? {
+            RawPart::Uuid(v) => Some(uuid::Uuid::from_bytes(v)),
             _ => None,
         }
     }
 }
+
+/// The one kind of a composite key's column: each column of a composite key is a one-column
+/// key (a tuple of tuples fails here, when the counter's `SPEC` is evaluated).
+const fn column_kind(kinds: &'static [KeyKind]) -> KeyKind {
+    assert!(
+        kinds.len() == 1,
+        "each column of a composite key is a one-column key (an integer, `String`, `uuid::Uuid` or a newtype over one), not a tuple"
+    );
+    kinds[0]
+}
+
+/// One column's value of a composite key.
+fn column_value<K: CounterKey>(key: &K) -> KeyPart<'_> {
+    let value = key.key_value();
+    debug_assert_eq!(value.parts().len(), 1, "checked by `column_kind`");
+    value.parts()[0]
+}
+
+/// Composite keys: a tuple of one-column keys, one counter-table column each.
+macro_rules! composite_key {
+    ($($name:ident: $index:tt),+) => {
+        impl<$($name: KeySqlType),+> KeySqlType for ($($name,)+) {}
+
+        impl<$($name: CounterKey),+> CounterKey for ($($name,)+) {
+            type SqlType = ($($name::SqlType,)+);
+            const KINDS: &'static [KeyKind] = &[$(column_kind($name::KINDS)),+];
+            fn key_value(&self) -> KeyValue<'_> {
+                KeyValue::composite(&[$(column_value(&self.$index)),+])
+            }
+            fn from_raw(raw: RawKey) -> Option<Self> {
+                let mut parts = raw.into_parts();
+                let key = ($($name::from_raw(RawKey::one(parts.next()?))?,)+);
+                parts.next().is_none().then_some(key)
+            }
+        }
+    };
+}
+
+composite_key!(A: 0, B: 1);
+composite_key!(A: 0, B: 1, C: 2);
 
 /// The SQL type of the `record_id` column of a counter keyed by a newtype `K`
 /// (`#[derive(SlottedKey)]`): on each backend, the column type of `K`'s inner key
@@ -446,11 +624,28 @@ pub mod check {
     {
     }
 
-    /// Fails to compile (a constant's evaluation) unless `K` is a text key: `max_key_length`
-    /// sizes MySQL's `VARCHAR` column of a `String` key, or of a newtype over one.
+    /// Fails to compile unless the key type `K`, one column of a composite key, keys an `S`
+    /// column.
+    pub const fn column_sql_type<K, S>()
+    where
+        K: CounterKey,
+        K::SqlType: SameSqlType<S>,
+    {
+    }
+
+    /// Fails to compile (a constant's evaluation) unless `K` is a text key, or a composite key
+    /// with a text column: `max_key_length` sizes MySQL's `VARCHAR` column of a `String` key,
+    /// or of a newtype over one.
     pub const fn max_key_length<T: crate::CounterTable>() {
+        let kinds = <T::Key as CounterKey>::KINDS;
+        let mut text = false;
+        let mut i = 0;
+        while i < kinds.len() {
+            text |= matches!(kinds[i], super::KeyKind::Text);
+            i += 1;
+        }
         assert!(
-            matches!(<T::Key as CounterKey>::KIND, super::KeyKind::Text),
+            text,
             "`max_key_length` applies only to text keys (`String`, or a newtype over one): remove it"
         );
     }
@@ -458,8 +653,9 @@ pub mod check {
     /// Fails to compile (a constant's evaluation) when the key of counter `T` does not fit the
     /// shared table.
     pub const fn shared<T: crate::CounterTable>() {
+        let kinds = <T::Key as CounterKey>::KINDS;
         assert!(
-            <T::Key as CounterKey>::KIND.fits_big_int(),
+            kinds.len() == 1 && kinds[0].fits_big_int(),
             "shared storage keeps integer keys of up to 63 bits (its `record_id` is BIGINT): key the model by `i16`, `i32`, `i64` or `u32` (or a newtype over one), or use `storage = table`"
         );
     }

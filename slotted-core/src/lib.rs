@@ -70,7 +70,7 @@ pub use exec::asynch::AsyncCounterConnection;
 pub use exec::cancel::{CancelGuard, PooledAsyncConnection};
 pub use exec::sync::CounterConnection;
 pub use handle::Counter;
-pub use key::{CounterKey, KeyKind, KeyOf};
+pub use key::{CounterKey, KeyKind, KeyOf, KEY_COLUMNS, MAX_KEY_COLUMNS};
 pub use maintenance::CounterMaintenance;
 pub use migration::CounterMigrations;
 pub use slot::SlotStrategy;
@@ -121,8 +121,8 @@ pub mod __private {
 
     /// The kind of a counter's key, for its `SPEC`: through `T`, so that a key type that keys
     /// nothing fails once, at `CounterTable::Key`, and not again here.
-    pub const fn key_kind<T: crate::CounterTable>() -> crate::KeyKind {
-        <T::Key as crate::CounterKey>::KIND
+    pub const fn key_kinds<T: crate::CounterTable>() -> &'static [crate::KeyKind] {
+        <T::Key as crate::CounterKey>::KINDS
     }
     pub use crate::key::{KeyValue, RawKey};
     pub use diesel;
@@ -190,7 +190,7 @@ pub mod __private {
             table: "",
             slots: 1,
             strategy: crate::SlotStrategy::Random,
-            key: crate::KeyKind::Integer,
+            key: &[crate::KeyKind::Integer],
             max_key_length: 0,
             storage: crate::Storage::Table,
             bucket: None,

@@ -325,8 +325,16 @@ fn write_folder(path: &Path, up: &str, down: &str) -> io::Result<()> {
 pub fn migration_version(spec: &CounterSpec) -> String {
     // The layout is part of the identity: a counter that gains buckets is a new table, not a
     // table marked as applied. FNV-1a, 64 bit: fixed forever, unlike `std`'s hasher.
-    let layout = if spec.bucket.is_some() { "/bucket" } else { "" };
-    hashed_version(spec.table, layout)
+    // A composite key's column count too; a one-column key adds nothing, so the versions of
+    // earlier releases stand.
+    let mut layout = String::new();
+    if spec.bucket.is_some() {
+        layout.push_str("/bucket");
+    }
+    if spec.key.len() > 1 {
+        layout.push_str(&format!("/key{}", spec.key.len()));
+    }
+    hashed_version(spec.table, &layout)
 }
 
 fn hashed_version(table: &str, layout: &str) -> String {
@@ -348,28 +356,30 @@ fn quote(dialect: Dialect, ident: &str) -> String {
 
 /// The `CREATE TABLE` of a counter table on one backend.
 pub fn up_sql(spec: &CounterSpec, dialect: Dialect) -> String {
-    let key_type: Cow<'static, str> = match (spec.key_column_kind(), dialect) {
-        (KeyKind::SmallInt, _) => "SMALLINT".into(),
-        (KeyKind::Integer, Dialect::Mysql) => "INT".into(),
-        (KeyKind::Integer, _) => "INTEGER".into(),
-        (KeyKind::BigInt, _) => "BIGINT".into(),
-        (KeyKind::UnsignedInteger, Dialect::Mysql) => "INT UNSIGNED".into(),
-        (KeyKind::UnsignedBigInt, Dialect::Mysql) => "BIGINT UNSIGNED".into(),
-        (KeyKind::Uuid, Dialect::Postgres) => "UUID".into(),
-        // Column types Diesel maps on one backend only (`Unsigned<…>` on MySQL, `Uuid` on
-        // PostgreSQL): elsewhere a column that holds every such key, though the counter's calls
-        // there fail, naming the backend the key type needs.
-        (KeyKind::UnsignedInteger, _) => "BIGINT".into(),
-        (KeyKind::UnsignedBigInt, _) => "NUMERIC(20)".into(),
-        (KeyKind::Uuid, Dialect::Mysql) => "BINARY(16)".into(),
-        (KeyKind::Uuid, _) => "BLOB".into(),
-        // A binary collation: keys compare byte for byte, as in Rust.
-        (KeyKind::Text, Dialect::Mysql) => format!(
-            "VARCHAR({}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-            spec.max_key_length
-        )
-        .into(),
-        (KeyKind::Text, _) => "TEXT".into(),
+    let key_type = |kind: KeyKind| -> Cow<'static, str> {
+        match (kind, dialect) {
+            (KeyKind::SmallInt, _) => "SMALLINT".into(),
+            (KeyKind::Integer, Dialect::Mysql) => "INT".into(),
+            (KeyKind::Integer, _) => "INTEGER".into(),
+            (KeyKind::BigInt, _) => "BIGINT".into(),
+            (KeyKind::UnsignedInteger, Dialect::Mysql) => "INT UNSIGNED".into(),
+            (KeyKind::UnsignedBigInt, Dialect::Mysql) => "BIGINT UNSIGNED".into(),
+            (KeyKind::Uuid, Dialect::Postgres) => "UUID".into(),
+            // Column types Diesel maps on one backend only (`Unsigned<…>` on MySQL, `Uuid` on
+            // PostgreSQL): elsewhere a column that holds every such key, though the counter's calls
+            // there fail, naming the backend the key type needs.
+            (KeyKind::UnsignedInteger, _) => "BIGINT".into(),
+            (KeyKind::UnsignedBigInt, _) => "NUMERIC(20)".into(),
+            (KeyKind::Uuid, Dialect::Mysql) => "BINARY(16)".into(),
+            (KeyKind::Uuid, _) => "BLOB".into(),
+            // A binary collation: keys compare byte for byte, as in Rust.
+            (KeyKind::Text, Dialect::Mysql) => format!(
+                "VARCHAR({}) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+                spec.max_key_length
+            )
+            .into(),
+            (KeyKind::Text, _) => "TEXT".into(),
+        }
     };
     let q = |ident| quote(dialect, ident);
     let mut columns = Vec::new();
@@ -383,8 +393,10 @@ pub fn up_sql(spec: &CounterSpec, dialect: Dialect) -> String {
         columns.push(format!("{} {text} NOT NULL", q("record_type")));
         key.push(q("record_type"));
     }
-    columns.push(format!("{} {key_type} NOT NULL", q("record_id")));
-    key.push(q("record_id"));
+    for (column, kind) in spec.key_columns().iter().zip(spec.key_column_kinds()) {
+        columns.push(format!("{} {} NOT NULL", q(column), key_type(*kind)));
+        key.push(q(column));
+    }
     if spec.bucket.is_some() {
         columns.push(format!("{} BIGINT NOT NULL", q("bucket")));
         key.push(q("bucket"));

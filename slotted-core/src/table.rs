@@ -39,9 +39,10 @@ pub struct CounterSpec {
     pub slots: u16,
     /// How a write picks its slot.
     pub strategy: SlotStrategy,
-    /// The type of the `record_id` column.
-    pub key: KeyKind,
-    /// For `String` keys: the longest key, in characters, that the table accepts.
+    /// The types of the key columns (`record_id`, then `record_id_2`… for a composite key).
+    pub key: &'static [KeyKind],
+    /// For `String` keys (and text columns of a composite key): the longest key, in
+    /// characters, that the table accepts.
     pub max_key_length: u16,
     /// Where the slot rows live.
     pub storage: Storage,
@@ -106,19 +107,26 @@ impl BucketWidth {
 pub struct CacheSpec {
     /// The model's table, e.g. `posts`.
     pub table: &'static str,
-    /// Its primary key column, e.g. `id`.
-    pub key_column: &'static str,
+    /// Its primary key columns, e.g. `["id"]` (several for a composite key, in the order of the
+    /// counter table's `record_id`, `record_id_2`…).
+    pub key_columns: &'static [&'static str],
     /// The cache column, e.g. `likes_count` (`BIGINT NOT NULL`).
     pub column: &'static str,
 }
 
 impl CounterSpec {
-    /// The SQL type of the `record_id` column: the key's, but BIGINT in the shared table.
-    pub fn key_column_kind(&self) -> KeyKind {
+    /// The SQL types of the key columns: the key's, but one BIGINT in the shared table.
+    pub fn key_column_kinds(&self) -> &'static [KeyKind] {
         match self.storage {
             Storage::Table => self.key,
-            Storage::Shared { .. } => KeyKind::BigInt,
+            Storage::Shared { .. } => &[KeyKind::BigInt],
         }
+    }
+
+    /// The names of the key columns: `record_id`, then `record_id_2`… for a composite key.
+    pub fn key_columns(&self) -> &'static [&'static str] {
+        let len = self.key.len().clamp(1, crate::key::MAX_KEY_COLUMNS);
+        &crate::key::KEY_COLUMNS[..len]
     }
 
     /// `Model.counter`, as errors name it.
@@ -176,7 +184,7 @@ pub(crate) const TEST_SPEC: CounterSpec = CounterSpec {
     table: "posts_likes_slots",
     slots: 16,
     strategy: crate::slot::SlotStrategy::Thread,
-    key: crate::key::KeyKind::Integer,
+    key: &[crate::key::KeyKind::Integer],
     max_key_length: 255,
     storage: Storage::Table,
     bucket: None,

@@ -29,15 +29,27 @@ pub struct Model<'a> {
     pub vis: &'a Visibility,
     /// The Diesel table of the model, as a path (for cache columns).
     pub parent: Path,
-    pub key_field: &'a Ident,
-    /// The key field's column in the model's table.
-    pub key_column: Ident,
-    /// The key field's type, as written.
+    /// The primary key's fields: one, or two or three for a composite key
+    /// (`#[diesel(primary_key(a, b))]`), in the key's order.
+    pub keys: Vec<KeyField<'a>>,
+    /// The key's type: the key field's type as written, or a tuple of them for a composite key.
     pub key_ty: Type,
-    pub key: KeyType,
     pub counters: Vec<Counter>,
     pub krate: Path,
 }
+
+/// One field of the model's primary key.
+pub struct KeyField<'a> {
+    pub ident: &'a Ident,
+    /// Its column in the model's table.
+    pub column: Ident,
+    /// Its type, as written.
+    pub ty: &'a Type,
+    pub key: KeyType,
+}
+
+/// The most fields a composite key has: keep in step with `slotted_core::MAX_KEY_COLUMNS`.
+pub const MAX_KEY_COLUMNS: usize = 3;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum KeyType {
@@ -181,9 +193,9 @@ impl<'a> Model<'a> {
             .unwrap_or_default();
         let mut counters = Vec::new();
         let mut stubs = Vec::new();
+        let kinds: Option<Vec<KeyType>> = key.as_ref().map(|k| k.iter().map(|f| f.key).collect());
         for attr in &slotted.counters {
-            let key = key.as_ref().map(|(_, _, k, _)| *k);
-            match counter(attr, &parent_table, key, &mut errors) {
+            match counter(attr, &parent_table, kinds.as_deref(), &mut errors) {
                 Ok(counter) => counters.push(counter),
                 Err(name) => stubs.extend(name),
             }
@@ -193,15 +205,20 @@ impl<'a> Model<'a> {
             .krate
             .unwrap_or_else(|| syn::parse_quote!(::slotted_core));
         let (model, stubs) = match key {
-            Some((key_field, key_ty, key, key_column)) => {
+            Some(keys) => {
+                let key_ty = match &keys[..] {
+                    [one] => one.ty.clone(),
+                    many => {
+                        let types = many.iter().map(|k| k.ty);
+                        syn::parse_quote!((#(#types,)*))
+                    }
+                };
                 let model = Model {
                     ident: &input.ident,
                     vis: &input.vis,
                     parent,
-                    key_field,
-                    key_column,
-                    key_ty: key_ty.clone(),
-                    key,
+                    keys,
+                    key_ty,
                     counters,
                     krate: krate.clone(),
                 };
@@ -298,57 +315,70 @@ fn struct_fields<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Option<&'a 
     None
 }
 
-/// The primary-key field, by Diesel's rule: `#[diesel(primary_key(…))]`, else `id`.
+/// The primary-key fields, by Diesel's rule: `#[diesel(primary_key(…))]`, else `id`.
 fn key_field<'a>(
     input: &'a DeriveInput,
     fields: &'a syn::FieldsNamed,
     diesel: &attr::DieselAttrs,
     errors: &mut Errors,
-) -> Option<(&'a Ident, &'a Type, KeyType, Ident)> {
-    let (name, span): (String, Option<Span>) = match &diesel.primary_key {
-        Some((keys, span)) if keys.len() > 1 => {
+) -> Option<Vec<KeyField<'a>>> {
+    let names: Vec<(String, Option<Span>)> = match &diesel.primary_key {
+        Some((keys, span)) if keys.len() > MAX_KEY_COLUMNS => {
             errors.push(syn::Error::new(
                 *span,
-                "slotted counters do not support composite primary keys yet\n\n\
-                 help: key the model by one column (an integer, `String`, `uuid::Uuid` or a newtype over one), e.g. a surrogate `id`",
+                format!(
+                    "slotted counters support composite primary keys of up to {MAX_KEY_COLUMNS} columns\n\n\
+                     help: key the model by fewer columns, e.g. a surrogate `id`"
+                ),
             ));
             return None;
         }
-        Some((keys, span)) => match keys.first() {
-            Some(key) => (key.to_string(), Some(key.span())),
-            None => {
-                errors.push(syn::Error::new(
-                    *span,
-                    "`primary_key()` names no column\n\nhelp: `#[diesel(primary_key(id))]`",
-                ));
-                return None;
-            }
-        },
-        None => ("id".to_owned(), None),
-    };
-    let Some(field) = fields
-        .named
-        .iter()
-        .find(|f| f.ident.as_ref().is_some_and(|i| *i == name))
-    else {
-        let message = format!("`{}` has no field `{name}`, its primary key", input.ident);
-        match span {
-            Some(span) => errors.push(syn::Error::new(
-                span,
-                format!("{message}\n\nhelp: name an existing field in `#[diesel(primary_key(…))]`"),
-            )),
-            None => errors.at(
-                &input.ident,
-                format_args!("{message} by Diesel's default"),
-                "add an `id` field, or name the key field with `#[diesel(primary_key(post_id))]`",
-            ),
+        Some((keys, span)) if keys.is_empty() => {
+            errors.push(syn::Error::new(
+                *span,
+                "`primary_key()` names no column\n\nhelp: `#[diesel(primary_key(id))]`",
+            ));
+            return None;
         }
-        return None;
+        Some((keys, _)) => keys
+            .iter()
+            .map(|key| (key.to_string(), Some(key.span())))
+            .collect(),
+        None => vec![("id".to_owned(), None)],
     };
-    let key = key_type(&field.ty);
-    let ident = field.ident.as_ref()?;
-    let column = attr::column_name(&field.attrs).unwrap_or_else(|| ident.clone());
-    Some((ident, &field.ty, key, column))
+    let mut found = Vec::new();
+    for (name, span) in names {
+        let Some(field) = fields
+            .named
+            .iter()
+            .find(|f| f.ident.as_ref().is_some_and(|i| *i == name))
+        else {
+            let message = format!("`{}` has no field `{name}`, its primary key", input.ident);
+            match span {
+                Some(span) => errors.push(syn::Error::new(
+                    span,
+                    format!("{message}\n\nhelp: name an existing field in `#[diesel(primary_key(…))]`"),
+                )),
+                None => errors.at(
+                    &input.ident,
+                    format_args!("{message} by Diesel's default"),
+                    "add an `id` field, or name the key field with `#[diesel(primary_key(post_id))]`",
+                ),
+            }
+            continue;
+        };
+        let Some(ident) = field.ident.as_ref() else {
+            continue;
+        };
+        found.push(KeyField {
+            ident,
+            column: attr::column_name(&field.attrs).unwrap_or_else(|| ident.clone()),
+            ty: &field.ty,
+            key: key_type(&field.ty),
+        });
+    }
+    let expected = diesel.primary_key.as_ref().map_or(1, |(keys, _)| keys.len());
+    (found.len() == expected).then_some(found)
 }
 
 /// What the key's type is known to be by its name, for the errors the derive can give at once;
@@ -380,7 +410,7 @@ fn key_type(ty: &Type) -> KeyType {
 fn counter(
     attr: &CounterAttr<'_>,
     parent_table: &str,
-    key: Option<KeyType>,
+    key: Option<&[KeyType]>,
     errors: &mut Errors,
 ) -> Result<Counter, Option<Ident>> {
     // Its syntax error was reported; the rest of the attribute is unknown.
@@ -408,7 +438,12 @@ fn counter(
         }
     };
     let max_key_length = match &attr.max_key_length {
-        Some(lit) if key.is_some_and(|k| !matches!(k, KeyType::String | KeyType::Other)) => {
+        Some(lit)
+            if key.is_some_and(|k| {
+                !k.iter()
+                    .any(|k| matches!(k, KeyType::String | KeyType::Other))
+            }) =>
+        {
             errors.at(
                 lit,
                 "`max_key_length` applies only to `String` keys",
@@ -462,7 +497,13 @@ fn counter(
     };
     if shared == Some(true) {
         let storage = attr.storage.as_ref();
-        if key.is_some_and(KeyType::refused_by_shared) {
+        if key.is_some_and(|k| k.len() > 1) {
+            errors.at(
+                storage,
+                "shared storage keeps one key column: a composite key needs a table of its own",
+                "remove `storage = shared` (the counter gets its own table, keyed by every column of the model's primary key)",
+            );
+        } else if key.is_some_and(|k| k.iter().copied().any(KeyType::refused_by_shared)) {
             errors.at(
                 storage,
                 "shared storage keeps integer keys of up to 63 bits only",

@@ -92,41 +92,55 @@ fn counter_type(counter: &Counter) -> TokenStream {
 
 fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     let krate = &model.krate;
-    let (ident, vis, key_field) = (model.ident, model.vis, model.key_field);
+    let (ident, vis) = (model.ident, model.vis);
     let name = &counter.name;
     let ty = counter_type(counter);
     // The key type as the model writes it: the type system decides whether it keys a counter
     // (`impl CounterKey`: slotted's key types, and newtypes that derive `SlottedKey`), spanned
     // at the key field.
     let key_ty = &model.key_ty;
-    let key_span = syn::spanned::Spanned::span(key_ty);
-    // The `record_id` column's SQL type: by name, or `KeyOf<Key>` for a newtype (`table!`
-    // takes no projection such as `<PostId as CounterKey>::SqlType`). `table!` resolves column
-    // types in a module of its own, so a newtype's is an alias beside it, which it imports.
+    // Each key column's SQL type: by name, or `KeyOf<Key>` for a newtype (`table!` takes no
+    // projection such as `<PostId as CounterKey>::SqlType`). `table!` resolves column types in a
+    // module of its own, so a newtype's is an alias beside it, which it imports.
     let mut key_check = TokenStream::new();
-    let sql_type = match model.key.sql_type() {
-        Some(name) => SqlType::Named(name.parse().expect("an SQL type name")),
-        None => {
-            let alias = format_ident!("__slotted_record_id_of_{}", counter.table);
-            key_check.extend(quote_spanned! {key_span=>
-                #[doc(hidden)]
-                #[allow(non_camel_case_types, dead_code)]
-                type #alias = #krate::KeyOf<#key_ty>;
-            });
-            SqlType::Alias(alias)
-        }
-    };
-    // A type known by name only (`Uuid`): it must be the type that keys that SQL type.
-    if model.key == KeyType::Uuid {
-        let spanned_ty = respan(&ty, key_span);
-        let sql_types = quote!(#krate::__private::diesel::sql_types);
-        key_check.extend(quote_spanned! {key_span=>
-            const _: () = #krate::__private::key_check::sql_type::<#spanned_ty, #sql_types::Uuid>();
+    let composite = model.keys.len() > 1;
+    let mut sql_types = Vec::new();
+    for (index, field) in model.keys.iter().enumerate() {
+        let field_ty = field.ty;
+        let key_span = syn::spanned::Spanned::span(field_ty);
+        sql_types.push(match field.key.sql_type() {
+            Some(name) => SqlType::Named(name.parse().expect("an SQL type name")),
+            None => {
+                let column = key_column_name(index);
+                let alias = format_ident!("__slotted_{}_of_{}", column, counter.table);
+                key_check.extend(quote_spanned! {key_span=>
+                    #[doc(hidden)]
+                    #[allow(non_camel_case_types, dead_code)]
+                    type #alias = #krate::KeyOf<#field_ty>;
+                });
+                SqlType::Alias(alias)
+            }
         });
+        // A type known by name only (`Uuid`): it must be the type that keys that SQL type.
+        if field.key == KeyType::Uuid {
+            let sql_types = quote!(#krate::__private::diesel::sql_types);
+            // A one-column key through the counter type, so that a key type that keys nothing
+            // is reported once, at `CounterTable::Key`.
+            let check = if composite {
+                let spanned_ty = respan(field_ty, key_span);
+                quote_spanned!(key_span=> column_sql_type::<#spanned_ty, #sql_types::Uuid>)
+            } else {
+                let spanned_ty = respan(&ty, key_span);
+                quote_spanned!(key_span=> sql_type::<#spanned_ty, #sql_types::Uuid>)
+            };
+            key_check.extend(quote_spanned! {key_span=>
+                const _: () = #krate::__private::key_check::#check();
+            });
+        }
     }
     // What the derive cannot tell by the name of a key type, the type system checks, spanned at
     // the attribute's value.
-    if model.key == KeyType::Other {
+    if model.keys.iter().any(|k| k.key == KeyType::Other) {
         // Every token at the value: rustc spans a failed evaluation by the whole call.
         if let Some(span) = counter.max_key_length_at {
             let (krate, ty) = (respan(krate, span), respan(&ty, span));
@@ -179,12 +193,15 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     let (cache, cache_impl) = match &counter.cache {
         None => (quote!(::core::option::Option::None), quote!()),
         Some(column) => {
-            let key_column = &model.key_column;
             let column_trait = quote!(#krate::__private::diesel::Column);
+            let key_columns = model.keys.iter().map(|k| {
+                let key_column = &k.column;
+                quote!(<#parent::#key_column as #column_trait>::NAME)
+            });
             (
                 quote!(::core::option::Option::Some(#krate::CacheSpec {
                     table: #parent_table,
-                    key_column: <#parent::#key_column as #column_trait>::NAME,
+                    key_columns: &[#(#key_columns),*],
                     column: <#parent::#column as #column_trait>::NAME,
                 })),
                 quote! {
@@ -204,7 +221,18 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
         );
         quote!(#bucketed #prefilled #cache_impl)
     };
-    let declaration = declare_table(model, counter, &sql_type);
+    let declaration = declare_table(model, counter, &sql_types);
+    // A composite key is built from the record's fields; a one-column key is borrowed.
+    let this_key = match &model.keys[..] {
+        [one] => {
+            let field = one.ident;
+            quote!(#krate::Counter::new(&self.#field))
+        }
+        many => {
+            let fields = many.iter().map(|k| k.ident);
+            quote!(#krate::Counter::of((#(::core::clone::Clone::clone(&self.#fields),)*)))
+        }
+    };
     let accessor_doc = format!("The `{counter_name}` counter of this record ({slots} slots).");
     let of_doc = format!(
         "The `{counter_name}` counter of the record with this key, without loading the record."
@@ -226,7 +254,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 table: #table_name,
                 slots: #slots,
                 strategy: #krate::SlotStrategy::#strategy,
-                key: #krate::__private::key_kind::<Self>(),
+                key: #krate::__private::key_kinds::<Self>(),
                 max_key_length: #max_key_length,
                 storage: #storage,
                 bucket: #bucket,
@@ -243,7 +271,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
         impl #ident {
             #[doc = #accessor_doc]
             #vis fn #name(&self) -> #krate::Counter<'_, #ty> {
-                #krate::Counter::new(&self.#key_field)
+                #this_key
             }
 
             #[doc = #of_doc]
@@ -278,7 +306,15 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     }
 }
 
-/// The SQL type of a counter table's `record_id`.
+/// The name of a counter table's key column: `record_id`, `record_id_2`, `record_id_3`.
+fn key_column_name(index: usize) -> String {
+    match index {
+        0 => "record_id".to_owned(),
+        n => format!("record_id_{}", n + 1),
+    }
+}
+
+/// The SQL type of a counter table's key column.
 enum SqlType {
     /// A Diesel SQL type's name (`Integer`), which `table!` has in scope.
     Named(TokenStream),
@@ -288,7 +324,7 @@ enum SqlType {
 
 /// The counter's table, as a Diesel `table!`; for shared storage, a module holding the marker
 /// type (the rows are in `slotted_core::shared::slotted_counters`).
-fn declare_table(model: &Model<'_>, counter: &Counter, sql_type: &SqlType) -> TokenStream {
+fn declare_table(model: &Model<'_>, counter: &Counter, sql_types: &[SqlType]) -> TokenStream {
     let krate = &model.krate;
     let table = &counter.table;
     let model_name = model.ident.unraw().to_string();
@@ -314,7 +350,7 @@ fn declare_table(model: &Model<'_>, counter: &Counter, sql_type: &SqlType) -> To
          whose `count`s add up to its total. Declared by `#[derive(SlottedCounter)]`.",
         counter.slots
     );
-    let key_doc = format!("The `{}` of the counted `{model_name}`.", model.key_field);
+
     let slot_doc = format!("The slot, 0 to {}.", counter.slots - 1);
     let (bucket_key, bucket_column) = match counter.bucket {
         None => (quote!(), quote!()),
@@ -326,21 +362,34 @@ fn declare_table(model: &Model<'_>, counter: &Counter, sql_type: &SqlType) -> To
             },
         ),
     };
-    let (imports, record_id) = match sql_type {
-        SqlType::Named(name) => (quote!(), name.clone()),
-        // Given imports replace `table!`'s own, `diesel::sql_types::*`.
-        SqlType::Alias(alias) => (
-            quote!(use diesel::sql_types::*; use super::#alias;),
-            quote!(#alias),
-        ),
-    };
+    let mut aliases = Vec::new();
+    let mut key_names = Vec::new();
+    let mut key_columns = Vec::new();
+    for (index, (field, sql_type)) in model.keys.iter().zip(sql_types).enumerate() {
+        let name = format_ident!("{}", key_column_name(index));
+        let sql_type = match sql_type {
+            SqlType::Named(name) => name.clone(),
+            SqlType::Alias(alias) => {
+                aliases.push(alias);
+                quote!(#alias)
+            }
+        };
+        let doc = format!("The `{}` of the counted `{model_name}`.", field.ident);
+        key_columns.push(quote! {
+            #[doc = #doc]
+            #name -> #sql_type,
+        });
+        key_names.push(name);
+    }
+    // Given imports replace `table!`'s own, `diesel::sql_types::*`.
+    let imports = (!aliases.is_empty())
+        .then(|| quote!(use diesel::sql_types::*; #(use super::#aliases;)*));
     quote! {
         #krate::__private::diesel::table! {
             #imports
             #[doc = #table_doc]
-            #table (record_id, #bucket_key slot) {
-                #[doc = #key_doc]
-                record_id -> #record_id,
+            #table (#(#key_names,)* #bucket_key slot) {
+                #(#key_columns)*
                 #bucket_column
                 #[doc = #slot_doc]
                 slot -> SmallInt,

@@ -75,7 +75,7 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
     let at_field = |tokens: TokenStream| crate::expand::respan(&tokens, inner.span());
     let inner_key = at_field(quote!(<#inner as #key>));
     let inner_sql = at_field(quote!(<#inner as #key>::SqlType));
-    let inner_kind = at_field(quote!(<#inner as #key>::KIND));
+    let inner_kinds = at_field(quote!(<#inner as #key>::KINDS));
     quote! {
         #[automatically_derived]
         impl #krate::__private::SealedKey for #ident {}
@@ -83,7 +83,7 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
         #[automatically_derived]
         impl #key for #ident {
             type SqlType = #inner_sql;
-            const KIND: #krate::KeyKind = #inner_kind;
+            const KINDS: &'static [#krate::KeyKind] = #inner_kinds;
             #[inline]
             fn key_value(&self) -> #krate::__private::KeyValue<'_> {
                 #inner_key::key_value(#read)

@@ -75,19 +75,30 @@ fn printed_table(schema: &str, table: &str) -> String {
 
 /// What the derive declares for a counter table, in print-schema's layout.
 fn declared<T: CounterTable>() -> String {
-    let key = match T::SPEC.key {
-        KeyKind::SmallInt => "SmallInt",
-        KeyKind::Integer => "Integer",
-        KeyKind::BigInt => "BigInt",
-        KeyKind::UnsignedInteger => "Unsigned<Integer>",
-        KeyKind::UnsignedBigInt => "Unsigned<BigInt>",
-        KeyKind::Text => "Text",
-        KeyKind::Uuid => "Uuid",
-        other => unreachable!("a key kind this test does not know: {other:?}"),
-    };
+    let spec = T::SPEC;
+    let columns: Vec<String> = spec
+        .key_columns()
+        .iter()
+        .zip(spec.key)
+        .map(|(column, kind)| {
+            let sql_type = match kind {
+                KeyKind::SmallInt => "SmallInt",
+                KeyKind::Integer => "Integer",
+                KeyKind::BigInt => "BigInt",
+                KeyKind::UnsignedInteger => "Unsigned<Integer>",
+                KeyKind::UnsignedBigInt => "Unsigned<BigInt>",
+                KeyKind::Text => "Text",
+                KeyKind::Uuid => "Uuid",
+                other => unreachable!("a key kind this test does not know: {other:?}"),
+            };
+            format!("{column} -> {sql_type},")
+        })
+        .collect();
     format!(
-        "{} (record_id, slot) {{\nrecord_id -> {key},\nslot -> SmallInt,\ncount -> BigInt,",
-        T::SPEC.table
+        "{} ({}, slot) {{\n{}\nslot -> SmallInt,\ncount -> BigInt,",
+        spec.table,
+        spec.key_columns().join(", "),
+        columns.join("\n")
     )
 }
 

@@ -22,11 +22,7 @@ use diesel::sql_types::Untyped;
 use diesel::QueryResult;
 
 use crate::dialect::CounterBackend;
-use crate::key::KeyKind;
-use crate::sql::{
-    BigIntKey, FromCounterRow, IntegerKey, Keyed, SmallIntKey, TextKey, UnsignedBigIntKey,
-    UnsignedIntegerKey, UuidKey,
-};
+use crate::sql::{CounterRow, FromCounterRow};
 
 /// A statement value any face can run.
 pub(crate) trait Statement<DB: CounterBackend>:
@@ -79,35 +75,15 @@ pub(crate) trait Exec: Send {
 /// The future every [`Exec`] method returns.
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Loads rows of type `R` whose key column has the SQL type `kind`.
-pub(crate) async fn load_keyed<E: Exec, S, R>(
-    exec: &mut E,
-    statement: S,
-    kind: KeyKind,
-) -> QueryResult<Vec<R>>
+/// Loads rows of type `R`, which carry a key (read by the types the server sends its columns
+/// as, see `sql::read_key`).
+pub(crate) async fn load_keyed<E: Exec, S, R>(exec: &mut E, statement: S) -> QueryResult<Vec<R>>
 where
     S: Statement<E::Backend>,
     R: FromCounterRow,
 {
-    fn strip<K, R>(rows: Vec<Keyed<K, R>>) -> Vec<R> {
-        rows.into_iter().map(|Keyed(row, _)| row).collect()
-    }
-    macro_rules! load {
-        ($marker:ty) => {
-            exec.load::<_, Keyed<$marker, R>>(statement)
-                .await
-                .map(strip)
-        };
-    }
-    match kind {
-        KeyKind::SmallInt => load!(SmallIntKey),
-        KeyKind::Integer => load!(IntegerKey),
-        KeyKind::BigInt => load!(BigIntKey),
-        KeyKind::UnsignedInteger => load!(UnsignedIntegerKey),
-        KeyKind::UnsignedBigInt => load!(UnsignedBigIntKey),
-        KeyKind::Text => load!(TextKey),
-        KeyKind::Uuid => load!(UuidKey),
-    }
+    let rows = exec.load::<_, CounterRow<R>>(statement).await?;
+    Ok(rows.into_iter().map(|CounterRow(row)| row).collect())
 }
 
 /// A statement, runnable by Diesel's `RunQueryDsl` (sync and async) on any connection. The

@@ -6,8 +6,9 @@ use diesel::QueryResult;
 
 use super::slot::Use;
 use super::{
-    push_list, push_qualified, push_row_columns, push_row_match, push_tuple, statement,
-    varies_with_batch, Scope, SlotValue, BUCKET, COUNT, RECORD_ID, RECORD_TYPE, SLOT,
+    push_columns, push_key_match, push_keys_in, push_list, push_qualified, push_row_columns,
+    push_row_match, push_tuple, statement, varies_with_batch, Scope, SlotValue, BUCKET, COUNT,
+    RECORD_TYPE, SLOT,
 };
 use crate::dialect::{CounterBackend, Dialect};
 use crate::key::KeyValue;
@@ -34,7 +35,7 @@ fn push_bucket_or_zero<DB: CounterBackend>(
     Ok(())
 }
 
-/// Statements that return whole slot rows: `(record_id, bucket, slot, count)`.
+/// Statements that return whole slot rows: `(record_id[, record_id_2…], bucket, slot, count)`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum RowsQuery<'a> {
     /// `SELECT … ORDER BY record_id, bucket, slot FOR UPDATE [SKIP LOCKED]`: locks in key order
@@ -51,8 +52,8 @@ pub(crate) struct Rows<'a>(pub RowsQuery<'a>);
 impl<DB: CounterBackend> QueryFragment<DB> for Rows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         varies_with_batch(&mut out);
-        let push_columns = |out: &mut AstPass<'_, 'b, DB>, spec: &CounterSpec| {
-            out.push_identifier(RECORD_ID)?;
+        let push_row = |out: &mut AstPass<'_, 'b, DB>, spec: &CounterSpec| {
+            push_columns(out, spec.key_columns(), None)?;
             out.push_sql(", ");
             push_bucket_or_zero(out, spec)?;
             out.push_sql(", ");
@@ -63,12 +64,12 @@ impl<DB: CounterBackend> QueryFragment<DB> for Rows<'_> {
         match &self.0 {
             RowsQuery::Lock { scope, skip_locked } => {
                 out.push_sql("SELECT ");
-                push_columns(&mut out, scope.spec)?;
+                push_row(&mut out, scope.spec)?;
                 out.push_sql(" FROM ");
                 out.push_identifier(scope.spec.table)?;
                 scope.push_where(&mut out)?;
                 out.push_sql(" ORDER BY ");
-                out.push_identifier(RECORD_ID)?;
+                push_columns(&mut out, scope.spec.key_columns(), None)?;
                 if scope.spec.bucket.is_some() {
                     out.push_sql(", ");
                     out.push_identifier(BUCKET)?;
@@ -85,7 +86,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for Rows<'_> {
                 out.push_identifier(scope.spec.table)?;
                 scope.push_where(&mut out)?;
                 out.push_sql(" RETURNING ");
-                push_columns(&mut out, scope.spec)?;
+                push_row(&mut out, scope.spec)?;
             }
         }
         Ok(())
@@ -137,16 +138,8 @@ pub(crate) fn push_rows_join<'b, DB: CounterBackend, R>(
         push_tuple(out, spec, false, key, bucket, slot, count, Use::Take)
     })?;
     out.push_sql(") AS slotted_rows (");
-    out.push_identifier(RECORD_ID)?;
-    let mut joined = vec![RECORD_ID];
-    if spec.bucket.is_some() {
-        out.push_sql(", ");
-        out.push_identifier(BUCKET)?;
-        joined.push(BUCKET);
-    }
-    out.push_sql(", ");
-    out.push_identifier(SLOT)?;
-    joined.push(SLOT);
+    let joined = row_id_columns(spec);
+    push_columns(out, &joined, None)?;
     if with_count {
         out.push_sql(", ");
         out.push_identifier(COUNT)?;
@@ -165,6 +158,17 @@ pub(crate) fn push_rows_join<'b, DB: CounterBackend, R>(
         out.push_identifier(column)?;
     }
     Ok(())
+}
+
+/// A slot row's identity columns in the counter table, but `record_type`: the key's, [`bucket`,]
+/// `slot`.
+fn row_id_columns(spec: &CounterSpec) -> Vec<&'static str> {
+    let mut columns = spec.key_columns().to_vec();
+    if spec.bucket.is_some() {
+        columns.push(BUCKET);
+    }
+    columns.push(SLOT);
+    columns
 }
 
 /// `(SELECT ? AS record_id, [? AS bucket,] ? AS slot UNION ALL SELECT …) AS
@@ -187,10 +191,15 @@ fn push_rows_derived<'b, DB: CounterBackend>(
         } else {
             " UNION ALL SELECT "
         });
-        DB::push_key(out, key)?;
-        if i == 0 {
-            out.push_sql(" AS ");
-            out.push_identifier(RECORD_ID)?;
+        for (j, (part, column)) in key.parts().iter().zip(spec.key_columns()).enumerate() {
+            if j > 0 {
+                out.push_sql(", ");
+            }
+            DB::push_key_part(out, part)?;
+            if i == 0 {
+                out.push_sql(" AS ");
+                out.push_identifier(column)?;
+            }
         }
         if spec.bucket.is_some() {
             out.push_sql(", ");
@@ -216,12 +225,7 @@ fn push_rows_derived<'b, DB: CounterBackend>(
         out.push_sql(" = ");
         DB::push_text(out, record_type)?;
     }
-    let mut joined = vec![RECORD_ID];
-    if spec.bucket.is_some() {
-        joined.push(BUCKET);
-    }
-    joined.push(SLOT);
-    for column in joined {
+    for column in row_id_columns(spec) {
         out.push_sql(" AND ");
         push_qualified(out, spec.table, column)?;
         out.push_sql(" = slotted_rows.");
@@ -230,10 +234,10 @@ fn push_rows_derived<'b, DB: CounterBackend>(
     Ok(())
 }
 
-/// Whether `DeleteRows` joins a derived table of its rows (MySQL, integer keys): see
-/// [`push_rows_derived`].
+/// Whether `DeleteRows` joins a derived table of its rows (MySQL, keys without a text column):
+/// see [`push_rows_derived`].
 fn derived<DB: CounterBackend>(spec: &CounterSpec) -> bool {
-    DB::DIALECT == Dialect::Mysql && spec.key_column_kind() != crate::key::KeyKind::Text
+    DB::DIALECT == Dialect::Mysql && !spec.key_column_kinds().contains(&crate::key::KeyKind::Text)
 }
 
 /// `DELETE FROM t WHERE (<key>) IN ((…), …)`, or on PostgreSQL `DELETE FROM t USING (VALUES …)
@@ -362,8 +366,9 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
     }
 }
 
-/// `UPDATE parent SET cache = CASE key WHEN ? THEN ? … ELSE cache END WHERE key IN (…)`, locking
-/// the parent rows in key order, in one statement.
+/// `UPDATE parent SET cache = CASE WHEN key = ? THEN ? … ELSE cache END WHERE key IN (…)`
+/// (for a composite key, `key = ?` and `IN` are over its columns), locking the parent rows in
+/// key order, in one statement.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RefreshCache<'a> {
     pub cache: &'a CacheSpec,
@@ -376,18 +381,17 @@ impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
         varies_with_batch(&mut out);
         let CacheSpec {
             table,
-            key_column,
+            key_columns,
             column,
         } = *self.cache;
         out.push_sql("UPDATE ");
         out.push_identifier(table)?;
         out.push_sql(" SET ");
         out.push_identifier(column)?;
-        out.push_sql(" = CASE ");
-        push_qualified(&mut out, table, key_column)?;
+        out.push_sql(" = CASE");
         for (key, total) in self.totals {
             out.push_sql(" WHEN ");
-            DB::push_key(&mut out, key)?;
+            push_key_match(&mut out, key_columns, Some(table), key)?;
             out.push_sql(" THEN ");
             DB::push_big_int(&mut out, total)?;
         }
@@ -395,33 +399,34 @@ impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
         push_qualified(&mut out, table, column)?;
         out.push_sql(" END");
         let push_keys = |out: &mut AstPass<'_, 'b, DB>| {
-            out.push_identifier(key_column)?;
-            out.push_sql(" IN (");
-            push_list(out, self.totals, |out, (key, _)| DB::push_key(out, key))?;
-            out.push_sql(")");
-            Ok::<(), diesel::result::Error>(())
+            push_keys_in(out, key_columns, None, self.totals, |(key, _)| key)
         };
         match DB::DIALECT {
             // Lock the rows in key order first, in the same statement.
             Dialect::Postgres => {
                 out.push_sql(" FROM (SELECT ");
-                out.push_identifier(key_column)?;
+                push_columns(&mut out, key_columns, None)?;
                 out.push_sql(" FROM ");
                 out.push_identifier(table)?;
                 out.push_sql(" WHERE ");
                 push_keys(&mut out)?;
                 out.push_sql(" ORDER BY ");
-                out.push_identifier(key_column)?;
+                push_columns(&mut out, key_columns, None)?;
                 out.push_sql(" FOR UPDATE) AS slotted_locked WHERE ");
-                push_qualified(&mut out, table, key_column)?;
-                out.push_sql(" = slotted_locked.");
-                out.push_identifier(key_column)?;
+                for (i, key_column) in key_columns.iter().enumerate() {
+                    if i > 0 {
+                        out.push_sql(" AND ");
+                    }
+                    push_qualified(&mut out, table, key_column)?;
+                    out.push_sql(" = slotted_locked.");
+                    out.push_identifier(key_column)?;
+                }
             }
             Dialect::Mysql => {
                 out.push_sql(" WHERE ");
                 push_keys(&mut out)?;
                 out.push_sql(" ORDER BY ");
-                out.push_identifier(key_column)?;
+                push_columns(&mut out, key_columns, None)?;
             }
             Dialect::Sqlite => {
                 out.push_sql(" WHERE ");

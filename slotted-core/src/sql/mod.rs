@@ -26,15 +26,16 @@ use std::marker::PhantomData;
 use diesel::backend::Backend;
 use diesel::deserialize::{self, QueryableByName};
 use diesel::query_builder::AstPass;
-use diesel::row::NamedRow;
+use diesel::row::{Field, NamedRow, Row};
 use diesel::QueryResult;
 
 use crate::dialect::CounterBackend;
-use crate::key::{KeyKind, KeyValue, RawKey};
+use crate::key::{KeyValue, RawKey, KEY_COLUMNS};
 use crate::table::{CounterSpec, Storage};
 
 pub(crate) const RECORD_TYPE: &str = "record_type";
-pub(crate) const RECORD_ID: &str = "record_id";
+/// The first key column: a row's key is read from it and those after it (`record_id_2`…).
+pub(crate) const RECORD_ID: &str = KEY_COLUMNS[0];
 pub(crate) const BUCKET: &str = "bucket";
 pub(crate) const SLOT: &str = "slot";
 pub(crate) const COUNT: &str = "count";
@@ -75,20 +76,16 @@ impl<'a> Scope<'a> {
     ) -> QueryResult<()> {
         out.push_sql(" WHERE 1 = 1");
         push_record_type(out, self.spec)?;
+        let columns = self.spec.key_columns();
         match self.keys {
             [] => {}
             [key] => {
                 out.push_sql(" AND ");
-                out.push_identifier(RECORD_ID)?;
-                out.push_sql(" = ");
-                DB::push_key(out, key)?;
+                push_key_match(out, columns, None, key)?;
             }
             keys => {
                 out.push_sql(" AND ");
-                out.push_identifier(RECORD_ID)?;
-                out.push_sql(" IN (");
-                push_list(out, keys, |out, key| DB::push_key(out, key))?;
-                out.push_sql(")");
+                push_keys_in(out, columns, None, keys, |key| key)?;
             }
         }
         let mut bound = |op: &str, value: &'b i64| {
@@ -141,7 +138,7 @@ pub(crate) fn push_row_columns<DB: Backend>(
         out.push_identifier(RECORD_TYPE)?;
         out.push_sql(", ");
     }
-    out.push_identifier(RECORD_ID)?;
+    push_columns(out, spec.key_columns(), None)?;
     if spec.bucket.is_some() {
         out.push_sql(", ");
         out.push_identifier(BUCKET)?;
@@ -170,7 +167,7 @@ pub(crate) fn push_tuple<'b, DB: CounterBackend>(
         DB::push_text(out, record_type)?;
         out.push_sql(", ");
     }
-    DB::push_key(out, key)?;
+    push_key_values(out, key)?;
     if spec.bucket.is_some() {
         out.push_sql(", ");
         DB::push_big_int(out, bucket)?;
@@ -193,9 +190,7 @@ pub(crate) fn push_row_match<'b, DB: CounterBackend>(
     bucket: &'b i64,
     slot: &'b SlotValue,
 ) -> QueryResult<()> {
-    out.push_identifier(RECORD_ID)?;
-    out.push_sql(" = ");
-    DB::push_key(out, key)?;
+    push_key_match(out, spec.key_columns(), None, key)?;
     if spec.bucket.is_some() {
         out.push_sql(" AND ");
         out.push_identifier(BUCKET)?;
@@ -206,6 +201,114 @@ pub(crate) fn push_row_match<'b, DB: CounterBackend>(
     out.push_identifier(SLOT)?;
     out.push_sql(" = ");
     slot.push_match(out)
+}
+
+/// Columns, comma-separated, each qualified by `table` when given: a key's (`record_id[,
+/// record_id_2…]`, or the parent table's), or a derived table's.
+pub(crate) fn push_columns<DB: Backend>(
+    out: &mut AstPass<'_, '_, DB>,
+    columns: &[&str],
+    table: Option<&str>,
+) -> QueryResult<()> {
+    for (i, column) in columns.iter().enumerate() {
+        if i > 0 {
+            out.push_sql(", ");
+        }
+        if let Some(table) = table {
+            out.push_identifier(table)?;
+            out.push_sql(".");
+        }
+        out.push_identifier(column)?;
+    }
+    Ok(())
+}
+
+/// A key's values, one bind per column, comma-separated.
+pub(crate) fn push_key_values<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    key: &'b KeyValue<'_>,
+) -> QueryResult<()> {
+    push_list(out, key.parts(), |out, part| DB::push_key_part(out, part))
+}
+
+/// `record_id = ? [AND record_id_2 = ?…]`: the rows of one key (columns qualified by `table`
+/// when given).
+pub(crate) fn push_key_match<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    columns: &[&str],
+    table: Option<&str>,
+    key: &'b KeyValue<'_>,
+) -> QueryResult<()> {
+    for (i, (column, part)) in columns.iter().zip(key.parts()).enumerate() {
+        if i > 0 {
+            out.push_sql(" AND ");
+        }
+        push_columns(out, &[column], table)?;
+        out.push_sql(" = ");
+        DB::push_key_part(out, part)?;
+    }
+    Ok(())
+}
+
+/// The rows of several keys: `record_id IN (?, …)`; for a composite key `((record_id = ? AND
+/// record_id_2 = ?) OR …)`, which every backend looks up by the key (SQLite has no row-value
+/// `IN` list, and MariaDB and PostgreSQL plan one no better).
+pub(crate) fn push_keys_in<'b, DB: CounterBackend, T>(
+    out: &mut AstPass<'_, 'b, DB>,
+    columns: &[&str],
+    table: Option<&str>,
+    items: &'b [T],
+    key: impl Fn(&'b T) -> &'b KeyValue<'b>,
+) -> QueryResult<()> {
+    if let [column] = columns {
+        push_columns(out, &[column], table)?;
+        out.push_sql(" IN (");
+        push_list(out, items, |out, item| push_key_values(out, key(item)))?;
+        out.push_sql(")");
+        return Ok(());
+    }
+    out.push_sql("(");
+    for (i, item) in items.iter().enumerate() {
+        out.push_sql(if i == 0 { "(" } else { " OR (" });
+        push_key_match(out, columns, table, key(item))?;
+        out.push_sql(")");
+    }
+    out.push_sql(")");
+    Ok(())
+}
+
+/// The keys after `key` in key order: `record_id > ?`; for a composite key `(record_id > ? OR
+/// (record_id = ? AND record_id_2 > ?))`, a keyset page each backend reads by the key.
+pub(crate) fn push_key_after<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    columns: &[&str],
+    key: &'b KeyValue<'_>,
+) -> QueryResult<()> {
+    let parts = key.parts();
+    if columns.len() > 1 {
+        out.push_sql("(");
+    }
+    for last in 0..columns.len().min(parts.len()) {
+        if last > 0 {
+            out.push_sql(" OR (");
+        }
+        for i in 0..last {
+            out.push_identifier(columns[i])?;
+            out.push_sql(" = ");
+            DB::push_key_part(out, &parts[i])?;
+            out.push_sql(" AND ");
+        }
+        out.push_identifier(columns[last])?;
+        out.push_sql(" > ");
+        DB::push_key_part(out, &parts[last])?;
+        if last > 0 {
+            out.push_sql(")");
+        }
+    }
+    if columns.len() > 1 {
+        out.push_sql(")");
+    }
+    Ok(())
 }
 
 pub(crate) fn push_qualified<DB: Backend>(
@@ -256,45 +359,42 @@ pub(crate) fn varies_with_batch<DB: Backend>(out: &mut AstPass<'_, '_, DB>) {
 }
 
 /// A row type a statement returns, read by column name (the statements' `SqlType` is
-/// `Untyped`), given the SQL type of the key column.
+/// `Untyped`).
 pub(crate) trait FromCounterRow: Sized + Send + 'static {
-    fn from_row<'a, DB: CounterBackend>(
-        row: &impl NamedRow<'a, DB>,
-        key: KeyKind,
-    ) -> deserialize::Result<Self>;
+    fn from_row<'a, DB: CounterBackend>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self>;
 }
 
-/// The key column's SQL type, as a type, so that Diesel's `QueryableByName` (which gets no
-/// arguments) knows it; `exec::load_keyed` picks the marker from the spec.
-pub(crate) trait KeyKindOf: Send + 'static {
-    const KIND: KeyKind;
-}
-macro_rules! key_markers {
-    ($($marker:ident => $kind:ident),*) => {$(
-        pub(crate) enum $marker {}
-        impl KeyKindOf for $marker {
-            const KIND: KeyKind = KeyKind::$kind;
-        }
-    )*};
-}
+/// A row of type `R`, as Diesel loads it (`QueryableByName` is Diesel's, and `R` may be a tuple).
+pub(crate) struct CounterRow<R>(pub R);
 
-key_markers! {
-    SmallIntKey => SmallInt,
-    IntegerKey => Integer,
-    BigIntKey => BigInt,
-    UnsignedIntegerKey => UnsignedInteger,
-    UnsignedBigIntKey => UnsignedBigInt,
-    TextKey => Text,
-    UuidKey => Uuid
-}
-
-/// A row of type `R` whose key column has the SQL type `K`.
-pub(crate) struct Keyed<K, R>(pub R, pub PhantomData<fn() -> K>);
-
-impl<DB: CounterBackend, K: KeyKindOf, R: FromCounterRow> QueryableByName<DB> for Keyed<K, R> {
+impl<DB: CounterBackend, R: FromCounterRow> QueryableByName<DB> for CounterRow<R> {
     fn build<'a>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
-        R::from_row(row, K::KIND).map(|r| Keyed(r, PhantomData))
+        R::from_row(row).map(CounterRow)
     }
+}
+
+/// A row's key: `record_id`, and `record_id_2`… when the row has them (a composite key), each
+/// read by the type the server sent it as.
+pub(crate) fn read_key<'a, DB: CounterBackend>(
+    row: &impl NamedRow<'a, DB>,
+) -> deserialize::Result<RawKey> {
+    let part = |column: &str| -> Option<deserialize::Result<crate::key::RawPart>> {
+        let field = Row::get(row, column)?;
+        let part = match field.value() {
+            Some(value) => DB::read_key_part(value),
+            None => Err(format!("the key column `{column}` is NULL").into()),
+        };
+        Some(part)
+    };
+    let first = part(RECORD_ID).ok_or("the row has no `record_id` column")??;
+    let mut parts = vec![first];
+    for column in &KEY_COLUMNS[1..] {
+        match part(column) {
+            Some(value) => parts.push(value?),
+            None => break,
+        }
+    }
+    Ok(RawKey::from_parts(parts).expect("at least one part"))
 }
 
 /// One slot row, as maintenance reads or deletes it. `bucket` is 0 for counters without buckets.
@@ -307,12 +407,9 @@ pub(crate) struct SlotRow {
 }
 
 impl FromCounterRow for SlotRow {
-    fn from_row<'a, DB: CounterBackend>(
-        row: &impl NamedRow<'a, DB>,
-        key: KeyKind,
-    ) -> deserialize::Result<Self> {
+    fn from_row<'a, DB: CounterBackend>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
         Ok(SlotRow {
-            key: DB::read_key(row, RECORD_ID, key)?,
+            key: read_key(row)?,
             bucket: DB::read_big_int(row, BUCKET)?,
             slot: DB::read_small_int(row, SLOT)?,
             count: DB::read_big_int(row, COUNT)?,
@@ -321,11 +418,8 @@ impl FromCounterRow for SlotRow {
 }
 
 impl FromCounterRow for RawKey {
-    fn from_row<'a, DB: CounterBackend>(
-        row: &impl NamedRow<'a, DB>,
-        key: KeyKind,
-    ) -> deserialize::Result<Self> {
-        DB::read_key(row, RECORD_ID, key)
+    fn from_row<'a, DB: CounterBackend>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
+        read_key(row)
     }
 }
 
@@ -341,14 +435,8 @@ impl<DB: CounterBackend> QueryableByName<DB> for Sum {
 }
 
 impl FromCounterRow for (RawKey, Sum) {
-    fn from_row<'a, DB: CounterBackend>(
-        row: &impl NamedRow<'a, DB>,
-        key: KeyKind,
-    ) -> deserialize::Result<Self> {
-        Ok((
-            DB::read_key(row, RECORD_ID, key)?,
-            Sum(DB::read_nullable_text(row, TOTAL)?),
-        ))
+    fn from_row<'a, DB: CounterBackend>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
+        Ok((read_key(row)?, Sum(DB::read_nullable_text(row, TOTAL)?)))
     }
 }
 

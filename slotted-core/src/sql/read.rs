@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::QueryResult;
 
-use super::{statement, ByText, Scope, BUCKET, COUNT, RECORD_ID, TOTAL};
+use super::{push_columns, push_key_after, statement, ByText, Scope, BUCKET, COUNT, TOTAL};
 use crate::dialect::{CounterBackend, Dialect};
 use crate::key::KeyValue;
 use crate::table::{CacheSpec, CounterSpec};
@@ -36,21 +36,23 @@ impl<DB: CounterBackend, K> QueryFragment<DB> for SumOne<'_, K> {
     }
 }
 
-/// `SELECT record_id, CAST(SUM(count) AS TEXT) FROM t WHERE … GROUP BY record_id`.
+/// `SELECT record_id[, record_id_2…], CAST(SUM(count) AS TEXT) FROM t WHERE … GROUP BY
+/// record_id[, record_id_2…]`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SumMany<'a>(pub Scope<'a>);
 
 impl<DB: CounterBackend> QueryFragment<DB> for SumMany<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let columns = self.0.spec.key_columns();
         out.push_sql("SELECT ");
-        out.push_identifier(RECORD_ID)?;
+        push_columns(&mut out, columns, None)?;
         out.push_sql(", ");
         push_sum_as_text(&mut out)?;
         out.push_sql(" FROM ");
         out.push_identifier(self.0.spec.table)?;
         self.0.push_where(&mut out)?;
         out.push_sql(" GROUP BY ");
-        out.push_identifier(RECORD_ID)
+        push_columns(&mut out, columns, None)
     }
 }
 
@@ -73,23 +75,13 @@ pub(crate) enum KeyPage<'a> {
     },
 }
 
-impl KeyPage<'_> {
-    /// The SQL type of the keys it returns.
-    pub(crate) fn key_kind(&self) -> crate::key::KeyKind {
-        match self {
-            KeyPage::Compactable { scope, .. } => scope.spec.key_column_kind(),
-            KeyPage::Parent { spec, .. } => spec.key,
-        }
-    }
-}
-
-/// The keys of a [`KeyPage`], as `record_id`.
+/// The keys of a [`KeyPage`], as `record_id[, record_id_2…]`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Keys<'a>(pub KeyPage<'a>);
 
 impl<DB: CounterBackend> QueryFragment<DB> for Keys<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        let (column, after, limit) = match &self.0 {
+        let (columns, after, limit) = match &self.0 {
             KeyPage::Compactable {
                 scope,
                 after,
@@ -97,38 +89,45 @@ impl<DB: CounterBackend> QueryFragment<DB> for Keys<'_> {
                 ..
             } => {
                 // Records whose rows can shrink: several slots, or a zero count.
+                let columns = scope.spec.key_columns();
                 out.push_sql("SELECT ");
-                out.push_identifier(RECORD_ID)?;
+                push_columns(&mut out, columns, None)?;
                 out.push_sql(" FROM ");
                 out.push_identifier(scope.spec.table)?;
                 scope.push_where(&mut out)?;
-                (RECORD_ID, after, limit)
+                (columns, after, limit)
             }
             KeyPage::Parent {
+                spec,
                 cache,
                 after,
                 limit,
-                ..
             } => {
+                // The parent's key columns, named as the counter table's.
                 out.push_sql("SELECT ");
-                out.push_identifier(cache.key_column)?;
-                out.push_sql(" AS ");
-                out.push_identifier(RECORD_ID)?;
+                for (i, (column, name)) in
+                    cache.key_columns.iter().zip(spec.key_columns()).enumerate()
+                {
+                    if i > 0 {
+                        out.push_sql(", ");
+                    }
+                    out.push_identifier(column)?;
+                    out.push_sql(" AS ");
+                    out.push_identifier(name)?;
+                }
                 out.push_sql(" FROM ");
                 out.push_identifier(cache.table)?;
                 out.push_sql(" WHERE 1 = 1");
-                (cache.key_column, after, limit)
+                (cache.key_columns, after, limit)
             }
         };
         if let Some(after) = after {
             out.push_sql(" AND ");
-            out.push_identifier(column)?;
-            out.push_sql(" > ");
-            DB::push_key(&mut out, after)?;
+            push_key_after(&mut out, columns, after)?;
         }
         if let KeyPage::Compactable { scope, all, .. } = &self.0 {
             out.push_sql(" GROUP BY ");
-            out.push_identifier(RECORD_ID)?;
+            push_columns(&mut out, columns, None)?;
             if scope.spec.bucket.is_some() && !all {
                 out.push_sql(", ");
                 out.push_identifier(BUCKET)?;
@@ -142,7 +141,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for Keys<'_> {
             }
         }
         out.push_sql(" ORDER BY ");
-        out.push_identifier(column)?;
+        push_columns(&mut out, columns, None)?;
         out.push_sql(" LIMIT ");
         DB::push_big_int(&mut out, limit)
     }

@@ -8,8 +8,8 @@ use diesel::QueryResult;
 
 use super::slot::Use;
 use super::{
-    push_list, push_qualified, push_record_type, push_row_columns, push_row_match, push_tuple,
-    statement, ByText, SlotValue, COUNT,
+    push_columns, push_key_values, push_list, push_qualified, push_record_type, push_row_columns,
+    push_row_match, push_tuple, statement, ByText, SlotValue, COUNT,
 };
 use crate::dialect::{CounterBackend, Dialect};
 use crate::key::KeyValue;
@@ -218,11 +218,12 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
             DB::push_text(&mut out, record_type)?;
             out.push_sql(", ");
         }
-        // The columns of `slotted_new`.
-        let columns: &'static [&'static str] = match spec.bucket {
-            Some(_) => &[super::RECORD_ID, super::BUCKET, COUNT],
-            None => &[super::RECORD_ID, COUNT],
-        };
+        // The columns of `slotted_new`: the key's, [bucket,] count.
+        let mut columns: Vec<&'static str> = spec.key_columns().to_vec();
+        if spec.bucket.is_some() {
+            columns.push(super::BUCKET);
+        }
+        columns.push(COUNT);
         for column in &columns[..columns.len() - 1] {
             out.push_sql("slotted_new.");
             out.push_identifier(column)?;
@@ -236,7 +237,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
             out.push_sql("VALUES ");
             push_list(&mut out, self.rows, |out, (key, bucket, delta)| {
                 out.push_sql("(");
-                DB::push_key(out, key)?;
+                push_key_values(out, key)?;
                 if spec.bucket.is_some() {
                     out.push_sql(", ");
                     DB::push_big_int(out, bucket)?;
@@ -247,7 +248,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
                 Ok(())
             })?;
             out.push_sql(") AS slotted_new (");
-            push_list(&mut out, columns, |out, column| out.push_identifier(column))?;
+            push_columns(&mut out, &columns, None)?;
             out.push_sql(")");
             return push_on_conflict_add(&mut out, spec);
         }
@@ -257,9 +258,14 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
             } else {
                 " UNION ALL SELECT "
             });
-            DB::push_key(&mut out, key)?;
-            out.push_sql(" AS ");
-            out.push_identifier(super::RECORD_ID)?;
+            for (j, (part, column)) in key.parts().iter().zip(spec.key_columns()).enumerate() {
+                if j > 0 {
+                    out.push_sql(", ");
+                }
+                DB::push_key_part(&mut out, part)?;
+                out.push_sql(" AS ");
+                out.push_identifier(column)?;
+            }
             if spec.bucket.is_some() {
                 out.push_sql(", ");
                 DB::push_big_int(&mut out, bucket)?;
