@@ -237,7 +237,7 @@ pub(crate) async fn sums<E: Exec>(
         padded.extend_from_slice(chunk);
         padded.resize(chunk.len().next_power_of_two(), chunk[chunk.len() - 1]);
         let statement = crate::sql::read::SumMany(Scope::new(spec, &padded));
-        let rows = load_keyed(exec, statement)
+        let rows = load_keyed(exec, statement, spec.key_column_kinds())
             .await
             .map_err(|e| sum_error::<E::Backend, _>(spec, "(one of the keys)", e))?;
         sums.extend(rows);

@@ -199,6 +199,24 @@ impl RawPart {
         }
     }
 
+    /// The value as a column of `kind` holds it: an integer read back at another width (SQLite
+    /// sends every integer as a 64-bit one) at the key's own, when it fits; anything else as it
+    /// is.
+    fn conformed(self, kind: KeyKind) -> RawPart {
+        let Some(v) = self.integer() else {
+            return self;
+        };
+        let conformed = match kind {
+            KeyKind::SmallInt => i16::try_from(v).ok().map(RawPart::SmallInt),
+            KeyKind::Integer => i32::try_from(v).ok().map(RawPart::Integer),
+            KeyKind::BigInt => i64::try_from(v).ok().map(RawPart::BigInt),
+            KeyKind::UnsignedInteger => u32::try_from(v).ok().map(RawPart::UnsignedInteger),
+            KeyKind::UnsignedBigInt => u64::try_from(v).ok().map(RawPart::UnsignedBigInt),
+            KeyKind::Text | KeyKind::Uuid => None,
+        };
+        conformed.unwrap_or(self)
+    }
+
     /// An integer value, whatever width it was read back at (the shared table keeps every key
     /// as `BIGINT`, SQLite every integer as a 64-bit one).
     fn integer(&self) -> Option<i128> {
@@ -249,6 +267,17 @@ impl RawKey {
     /// The values of each column, in order.
     pub fn into_parts(self) -> impl Iterator<Item = RawPart> {
         std::iter::once(self.first).chain(self.rest.into_vec())
+    }
+
+    /// The key as columns of `kinds` hold it (see `RawPart::conformed`): equal to the
+    /// `to_raw()` of the same key bound as `kinds`, whatever width the server sent.
+    pub(crate) fn conform(&mut self, kinds: &[KeyKind]) {
+        let mut kinds = kinds.iter();
+        for part in std::iter::once(&mut self.first).chain(self.rest.iter_mut()) {
+            if let Some(&kind) = kinds.next() {
+                *part = std::mem::replace(part, RawPart::SmallInt(0)).conformed(kind);
+            }
+        }
     }
 
     /// The key, borrowed, to bind again.

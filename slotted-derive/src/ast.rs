@@ -377,7 +377,10 @@ fn key_field<'a>(
             key: key_type(&field.ty),
         });
     }
-    let expected = diesel.primary_key.as_ref().map_or(1, |(keys, _)| keys.len());
+    let expected = diesel
+        .primary_key
+        .as_ref()
+        .map_or(1, |(keys, _)| keys.len());
     (found.len() == expected).then_some(found)
 }
 

@@ -382,8 +382,8 @@ fn declare_table(model: &Model<'_>, counter: &Counter, sql_types: &[SqlType]) ->
         key_names.push(name);
     }
     // Given imports replace `table!`'s own, `diesel::sql_types::*`.
-    let imports = (!aliases.is_empty())
-        .then(|| quote!(use diesel::sql_types::*; #(use super::#aliases;)*));
+    let imports =
+        (!aliases.is_empty()).then(|| quote!(use diesel::sql_types::*; #(use super::#aliases;)*));
     quote! {
         #krate::__private::diesel::table! {
             #imports

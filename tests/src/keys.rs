@@ -1,7 +1,7 @@
 //! Models keyed by the key types beyond `i32`, `i64` and `String`: `i16` (every backend),
 //! MySQL's unsigned integers, PostgreSQL's UUIDs, and newtypes over keys as applications make
 //! them (diesel-derive-newtype's `DieselNewType`, and Diesel's own derives with hand-written
-//! `ToSql`/`FromSql`).
+//! `ToSql`/`FromSql`), and composite keys of two and three columns.
 use diesel::backend::Backend;
 use diesel::deserialize::{FromSql, FromSqlRow};
 use diesel::expression::AsExpression;
@@ -124,13 +124,56 @@ pub struct Story {
     pub id: StoryId,
 }
 
+diesel::table! {
+    votes (person_id, article_id) {
+        person_id -> Integer,
+        article_id -> Integer,
+        score_count -> BigInt,
+    }
+}
+
+/// A composite key as a forum keeps per-person, per-post aggregates
+/// (`primary_key(person_id, post_id)`), one column a diesel-derive-newtype: a cached roll-up
+/// into `votes.score_count` and day buckets.
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = votes, primary_key(person_id, article_id))]
+#[slotted(counter = score, slots = 4, cache = score_count)]
+#[slotted(counter = daily, slots = 2, bucket = day)]
+pub struct Vote {
+    pub person_id: i32,
+    pub article_id: ArticleId,
+}
+
+/// A composite key of an integer and a text column, as a package registry keys versions
+/// (`primary_key(package, version)`), with a key length of its own and pre-created slots.
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = releases, primary_key(package, version))]
+#[slotted(counter = downloads, slots = 4, max_key_length = 64, prefill)]
+pub struct Release {
+    pub package: i64,
+    pub version: String,
+}
+
+/// A composite key of three columns, in an order other than the fields'.
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = tallies, primary_key(region, code, day))]
+#[slotted(counter = hits, slots = 3)]
+pub struct Tally {
+    pub day: i32,
+    pub region: i16,
+    pub code: String,
+}
+
 /// The migrations of the models: each backend creates every table (a key type another backend
 /// maps gets a column that holds it), and counts with the keys it maps.
 pub fn migrations() -> slotted_core::CounterMigrations {
     let migrations = slotted_core::CounterMigrations::of::<Shelf>()
         .and::<Article>()
         .and::<Member>()
-        .and::<Story>();
+        .and::<Story>()
+        .and::<Vote>()
+        .and::<Release>()
+        .and::<Tally>();
     #[cfg(feature = "mysql")]
     let migrations = migrations.and::<Crate>().and::<Blob>();
     #[cfg(feature = "postgres")]

@@ -18,6 +18,8 @@ backend_tests! {
         small_int_keys,
         newtype_keys,
         nested_newtype_keys_roll_up_bucket_and_prefill,
+        composite_keys,
+        composite_keys_roll_up_bucket_and_prefill,
         unsupported_key_types_name_the_backend_they_need,
     ],
     postgres: [uuid_keys],
@@ -230,9 +232,185 @@ fn nested_newtype_keys_roll_up_bucket_and_prefill<C: TestConnection + R2D2Connec
     );
 }
 
-/// Diesel queries on a newtype-keyed counter table, on each backend's connection type.
+/// Composite keys (`primary_key(a, b[, c])`): keys that share a column are distinct records,
+/// on every call; their tables are keyed by every column, and Diesel reads them.
+fn composite_keys<C: TestConnection + R2D2Connection + NewtypeQueries>(test: &str) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    // Each key shares a column with another: only the pair tells them apart.
+    let votes = [(1, ArticleId(1)), (1, ArticleId(2)), (2, ArticleId(1))];
+    exercise::<C, votes_score_slots::table>(&db, &mut conn, votes, (2, ArticleId(2)));
+    let release = |package: i64, version: &str| (package, version.to_owned());
+    let releases = [
+        release(7, "1.0.0"),
+        release(7, "1.0.1"),
+        release(i64::MIN, &"v".repeat(64)),
+    ];
+    exercise::<C, releases_downloads_slots::table>(&db, &mut conn, releases, release(8, "1.0.0"));
+    let tally = |region: i16, code: &str, day: i32| (region, code.to_owned(), day);
+    let tallies = [tally(1, "a", 1), tally(1, "a", 2), tally(1, "b", 1)];
+    exercise::<C, tallies_hits_slots::table>(&db, &mut conn, tallies, tally(2, "a", 1));
+
+    // The accessors: a record's own counter, and by key.
+    let vote = Vote {
+        person_id: 2,
+        article_id: ArticleId(1),
+    };
+    assert_eq!(
+        vote.score().total(&mut conn).unwrap(),
+        Vote::score_of((2, ArticleId(1))).total(&mut conn).unwrap()
+    );
+    // `exercise` set the first tally to 1,000.
+    let row = Tally {
+        day: 1,
+        region: 1,
+        code: "a".into(),
+    };
+    row.hits().add(5, &mut conn).unwrap();
+    assert_eq!(
+        Tally::hits_of(tally(1, "a", 1)).total(&mut conn).unwrap(),
+        1_005
+    );
+    // A text column too long for its key is refused for the whole key, and nothing is written.
+    let long = release(7, &"v".repeat(65));
+    let error = Release::downloads_of(long.clone())
+        .increment(&mut conn)
+        .unwrap_err();
+    assert!(
+        matches!(error, slotted_core::Error::InvalidKey { .. })
+            && error.to_string().contains("(7, \"vvv"),
+        "{error}"
+    );
+    let rows = |conn: &mut C| {
+        conn.query_i64("SELECT COUNT(*) AS n FROM releases_downloads_slots WHERE record_id = 7")
+    };
+    let before = rows(&mut conn);
+    assert!(Release::downloads_of(long.clone())
+        .add(3, &mut conn)
+        .is_err_and(|e| matches!(e, slotted_core::Error::InvalidKey { .. })));
+    assert!(Release::downloads_of(long).total(&mut conn).is_err());
+    assert_eq!(rows(&mut conn), before, "nothing written");
+
+    // The table, through Diesel: one column per key column.
+    conn.composite_queries();
+    reverted(
+        &mut conn,
+        &[
+            "votes_score_slots",
+            "releases_downloads_slots",
+            "tallies_hits_slots",
+        ],
+    );
+}
+
+/// A composite key's roll-up into the model's cache column (the parent joined on both columns),
+/// day buckets and pre-created slots.
+fn composite_keys_roll_up_bucket_and_prefill<C: TestConnection + R2D2Connection>(test: &str) {
+    use std::time::UNIX_EPOCH;
+
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    conn.batch_execute(
+        "CREATE TABLE votes (person_id INTEGER NOT NULL, article_id INTEGER NOT NULL, \
+         score_count BIGINT NOT NULL, PRIMARY KEY (person_id, article_id)); \
+         INSERT INTO votes (person_id, article_id, score_count) \
+         VALUES (1, 1, 0), (1, 2, 0), (2, 1, 99), (2, 2, 5)",
+    )
+    .unwrap();
+    Vote::score_of((1, ArticleId(1))).add(7, &mut conn).unwrap();
+    Vote::score_of((1, ArticleId(2)))
+        .increment(&mut conn)
+        .unwrap();
+    // A record with slots and no parent row: nothing to roll up into.
+    Vote::score_of((3, ArticleId(1))).add(4, &mut conn).unwrap();
+    // Small pages: the keyset walks past records sharing their first column.
+    let report = votes_score_slots::table
+        .refresh_cache_all(1, &mut conn)
+        .unwrap();
+    assert_eq!((report.updated, report.failed.len()), (4, 0), "{report:?}");
+    let cached = |conn: &mut C, person: i32, article: i32| {
+        conn.query_i64(&format!(
+            "SELECT score_count AS n FROM votes WHERE person_id = {person} AND article_id = {article}"
+        ))
+    };
+    let all: Vec<i64> = [(1, 1), (1, 2), (2, 1), (2, 2)]
+        .into_iter()
+        .map(|(p, a)| cached(&mut conn, p, a))
+        .collect();
+    assert_eq!(
+        all,
+        [7, 1, 0, 0],
+        "(2, 1) and (2, 2) had stale counts and no slots"
+    );
+    Vote::score_of((1, ArticleId(2))).add(2, &mut conn).unwrap();
+    Vote::score_of((1, ArticleId(2)))
+        .refresh_cache(&mut conn)
+        .unwrap();
+    assert_eq!(cached(&mut conn, 1, 2), 3);
+    assert_eq!(cached(&mut conn, 1, 1), 7, "its neighbour untouched");
+
+    let day = |n: u64| UNIX_EPOCH + Duration::from_secs(n * 86_400 + 3_600);
+    let daily = Vote::daily_of((1, ArticleId(1)));
+    daily.clone().at(day(20_000)).add(3, &mut conn).unwrap();
+    daily.clone().at(day(20_001)).increment(&mut conn).unwrap();
+    Vote::daily_of((1, ArticleId(2)))
+        .at(day(20_001))
+        .add(10, &mut conn)
+        .unwrap();
+    assert_eq!(
+        daily
+            .clone()
+            .at(day(20_001))
+            .bucket_total(&mut conn)
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        daily
+            .total_between(day(20_000)..day(20_001), &mut conn)
+            .unwrap(),
+        3
+    );
+    assert_eq!(daily.total(&mut conn).unwrap(), 4);
+    let report = votes_daily_slots::table.compact_all(1, &mut conn).unwrap();
+    assert_eq!(daily.total(&mut conn).unwrap(), 4, "{report:?}");
+
+    let versions = [(7_i64, "1.0.0".to_owned()), (7, "1.0.1".to_owned())];
+    let created = releases_downloads_slots::table
+        .create_slots(&versions, &mut conn)
+        .unwrap();
+    assert_eq!(created, 8);
+    for _ in 0..10 {
+        Release::downloads_of(versions[1].clone())
+            .increment(&mut conn)
+            .unwrap();
+    }
+    assert_eq!(
+        Release::downloads_of(versions[1].clone())
+            .total(&mut conn)
+            .unwrap(),
+        10
+    );
+    assert_eq!(
+        Release::downloads_of(versions[0].clone())
+            .total(&mut conn)
+            .unwrap(),
+        0
+    );
+    let rows = conn.query_i64("SELECT COUNT(*) AS n FROM releases_downloads_slots");
+    assert_eq!(
+        rows, 8,
+        "plain updates of the pre-created rows, no new rows"
+    );
+}
+
+/// Diesel queries on a newtype-keyed and a composite-keyed counter table, on each backend's
+/// connection type.
 trait NewtypeQueries {
     fn newtype_queries(&mut self);
+    fn composite_queries(&mut self);
 }
 
 macro_rules! newtype_queries {
@@ -257,6 +435,26 @@ macro_rules! newtype_queries {
                     .load(self)
                     .unwrap();
                 assert_eq!(first, [1_000]);
+            }
+
+            fn composite_queries(&mut self) {
+                use diesel::prelude::*;
+
+                let mut pairs: Vec<(i32, i32)> = votes_score_slots::table
+                    .select((votes_score_slots::record_id, votes_score_slots::record_id_2))
+                    .distinct()
+                    .load(self)
+                    .unwrap();
+                pairs.sort_unstable();
+                // `exercise` reset the second record, (1, 2): it has no rows.
+                assert_eq!(pairs, [(1, 1), (2, 1)]);
+                let set: Vec<i64> = votes_score_slots::table
+                    .filter(votes_score_slots::record_id.eq(1))
+                    .filter(votes_score_slots::record_id_2.eq(ArticleId(1)))
+                    .select(votes_score_slots::count)
+                    .load(self)
+                    .unwrap();
+                assert_eq!(set, [1_000], "`exercise` set the first record");
             }
         }
     )*};

@@ -22,6 +22,7 @@ use diesel::sql_types::Untyped;
 use diesel::QueryResult;
 
 use crate::dialect::CounterBackend;
+use crate::key::KeyKind;
 use crate::sql::{CounterRow, FromCounterRow};
 
 /// A statement value any face can run.
@@ -75,15 +76,26 @@ pub(crate) trait Exec: Send {
 /// The future every [`Exec`] method returns.
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Loads rows of type `R`, which carry a key (read by the types the server sends its columns
-/// as, see `sql::read_key`).
-pub(crate) async fn load_keyed<E: Exec, S, R>(exec: &mut E, statement: S) -> QueryResult<Vec<R>>
+/// Loads rows of type `R`, which carry a key: read by the types the server sends its columns as
+/// (see `sql::read_key`), then conformed to the counter's key columns' `kinds`, so that a key
+/// read back equals the same key bound.
+pub(crate) async fn load_keyed<E: Exec, S, R>(
+    exec: &mut E,
+    statement: S,
+    kinds: &[KeyKind],
+) -> QueryResult<Vec<R>>
 where
     S: Statement<E::Backend>,
     R: FromCounterRow,
 {
     let rows = exec.load::<_, CounterRow<R>>(statement).await?;
-    Ok(rows.into_iter().map(|CounterRow(row)| row).collect())
+    Ok(rows
+        .into_iter()
+        .map(|CounterRow(mut row)| {
+            row.key_mut().conform(kinds);
+            row
+        })
+        .collect())
 }
 
 /// A statement, runnable by Diesel's `RunQueryDsl` (sync and async) on any connection. The

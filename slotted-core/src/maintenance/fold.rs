@@ -69,7 +69,7 @@ async fn take_rows<E: Exec>(
         Dialect::Sqlite => RowsQuery::DeleteReturning(scope),
         Dialect::Postgres | Dialect::Mysql => RowsQuery::Lock { scope, skip_locked },
     };
-    load_keyed(exec, Rows(query))
+    load_keyed(exec, Rows(query), scope.spec.key_column_kinds())
         .await
         .map_err(|e| database_error(scope.spec, e))
 }
@@ -408,7 +408,7 @@ pub(crate) async fn key_page<E: Exec>(exec: &mut E, page: KeyPage<'_>) -> Result
         KeyPage::Compactable { scope, .. } => scope.spec,
         KeyPage::Parent { spec, .. } => spec,
     };
-    load_keyed(exec, Keys(page))
+    load_keyed(exec, Keys(page), page.key_kinds())
         .await
         .map_err(|e| database_error(spec, e))
 }

@@ -362,6 +362,8 @@ pub(crate) fn varies_with_batch<DB: Backend>(out: &mut AstPass<'_, '_, DB>) {
 /// `Untyped`).
 pub(crate) trait FromCounterRow: Sized + Send + 'static {
     fn from_row<'a, DB: CounterBackend>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self>;
+    /// The row's key, to conform to the counter's key kinds (`exec::load_keyed`).
+    fn key_mut(&mut self) -> &mut RawKey;
 }
 
 /// A row of type `R`, as Diesel loads it (`QueryableByName` is Diesel's, and `R` may be a tuple).
@@ -415,11 +417,17 @@ impl FromCounterRow for SlotRow {
             count: DB::read_big_int(row, COUNT)?,
         })
     }
+    fn key_mut(&mut self) -> &mut RawKey {
+        &mut self.key
+    }
 }
 
 impl FromCounterRow for RawKey {
     fn from_row<'a, DB: CounterBackend>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
         read_key(row)
+    }
+    fn key_mut(&mut self) -> &mut RawKey {
+        self
     }
 }
 
@@ -437,6 +445,9 @@ impl<DB: CounterBackend> QueryableByName<DB> for Sum {
 impl FromCounterRow for (RawKey, Sum) {
     fn from_row<'a, DB: CounterBackend>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
         Ok((read_key(row)?, Sum(DB::read_nullable_text(row, TOTAL)?)))
+    }
+    fn key_mut(&mut self) -> &mut RawKey {
+        &mut self.0
     }
 }
 

@@ -75,6 +75,16 @@ pub(crate) enum KeyPage<'a> {
     },
 }
 
+impl KeyPage<'_> {
+    /// The SQL types of the key columns it returns.
+    pub(crate) fn key_kinds(&self) -> &'static [crate::key::KeyKind] {
+        match self {
+            KeyPage::Compactable { scope, .. } => scope.spec.key_column_kinds(),
+            KeyPage::Parent { spec, .. } => spec.key,
+        }
+    }
+}
+
 /// The keys of a [`KeyPage`], as `record_id[, record_id_2…]`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Keys<'a>(pub KeyPage<'a>);
