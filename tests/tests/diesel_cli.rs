@@ -151,6 +151,10 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
         // Newtype keys: their inner key's column type.
         declared::<keys::articles_reads_slots::table>(),
         declared::<keys::members_mentions_slots::table>(),
+        // Composite keys: a column each, of two and three.
+        declared::<keys::votes_score_slots::table>(),
+        declared::<keys::releases_downloads_slots::table>(),
+        declared::<keys::tallies_hits_slots::table>(),
     ];
     // The key types one backend maps: MySQL's unsigned integers, PostgreSQL's UUIDs.
     #[cfg(feature = "mysql")]

@@ -376,6 +376,29 @@ fn composite_keys_roll_up_bucket_and_prefill<C: TestConnection + R2D2Connection>
     assert_eq!(daily.total(&mut conn).unwrap(), 4);
     let report = votes_daily_slots::table.compact_all(1, &mut conn).unwrap();
     assert_eq!(daily.total(&mut conn).unwrap(), 4, "{report:?}");
+    // Diagnostics count records by the whole key and name them as tuples.
+    let options = slotted_core::diagnostics::DiagnoseOptions::default().hottest(5);
+    let report = slotted_core::diagnostics::diagnose_with(
+        <Vote as slotted_core::SlottedModel>::COUNTERS,
+        &options,
+        &mut conn,
+    )
+    .unwrap();
+    let daily = &report.tables[1];
+    assert_eq!(daily.spec.table, "votes_daily_slots");
+    assert_eq!((daily.rows, daily.records, daily.groups), (3, 2, 3));
+    let hottest: Vec<_> = daily
+        .hottest
+        .iter()
+        .map(|h| (h.key.as_str(), h.rows, h.buckets))
+        .collect();
+    assert_eq!(hottest, [("(1, 1)", 2, 2), ("(1, 2)", 1, 1)]);
+    // The lock-wait query runs on a composite key's table too (none to see here).
+    let none = match C::NAME {
+        "sqlite" => slotted_core::diagnostics::LockWaits::NotPossible,
+        _ => slotted_core::diagnostics::LockWaits::Seen(Vec::new()),
+    };
+    assert_eq!(daily.lock_waits, none);
 
     let versions = [(7_i64, "1.0.0".to_owned()), (7, "1.0.1".to_owned())];
     let created = releases_downloads_slots::table
@@ -545,7 +568,7 @@ mod asynch {
     use slotted_tests::keys::*;
 
     slotted_tests::async_backend_tests! {
-        all: [small_int_keys_on_the_async_face],
+        all: [small_int_keys_on_the_async_face, composite_keys_on_the_async_face],
     }
 
     /// The async face with `i16` keys, and MySQL's unsigned and PostgreSQL's UUID keys where
@@ -623,5 +646,154 @@ mod asynch {
                 .unwrap();
             assert_eq!((totals[&id], totals[&uuid::Uuid::nil()]), (5, 0));
         }
+    }
+
+    /// Composite keys on the async face: concurrent increments with exact totals, batch totals
+    /// with an absent key, compaction, set/reset, the roll-up, buckets and the buffer.
+    async fn composite_keys_on_the_async_face<A>(test: &str)
+    where
+        A: AsyncTestConnection,
+        A::Bb8: slotted_core::buffer::AsyncConnectionPool,
+    {
+        use slotted_core::{CounterMaintenance, CounterTable};
+        use std::time::{Duration, UNIX_EPOCH};
+
+        let Some(db) = slotted_tests::TestDb::new::<A::Sync>(&format!("async_{test}")) else {
+            return;
+        };
+        let mut conn = A::open(&db.url).await.migrate(migrations());
+        let keys = [(1, ArticleId(1)), (1, ArticleId(2)), (2, ArticleId(1))];
+        // Four connections, each adding to the three keys in turn, on tasks of their own.
+        let tasks: Vec<_> = (0..4)
+            .map(|t| {
+                let url = db.url.clone();
+                tokio::spawn(async move {
+                    let mut conn = A::open(&url).await;
+                    for i in 0..30 {
+                        Vote::score_of(keys[(t + i) % 3])
+                            .increment_async(&mut conn)
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let mut asked = keys.to_vec();
+        asked.push((2, ArticleId(2)));
+        let totals = Vote::score_totals_async(&asked, &mut conn).await.unwrap();
+        assert_eq!(totals.len(), 4);
+        for key in keys {
+            assert_eq!(totals[&key], 40, "{key:?}");
+        }
+        assert_eq!(totals[&(2, ArticleId(2))], 0);
+
+        let report = votes_score_slots::table
+            .compact_all_async(2, &mut conn)
+            .await
+            .unwrap();
+        assert_eq!(report.records, 3, "{report:?}");
+        Vote::score_of(keys[0])
+            .set_async(1_000, &mut conn)
+            .await
+            .unwrap();
+        Vote::score_of(keys[1])
+            .reset_async(&mut conn)
+            .await
+            .unwrap();
+        let totals = Vote::score_totals_async(&keys, &mut conn).await.unwrap();
+        assert_eq!(
+            [totals[&keys[0]], totals[&keys[1]], totals[&keys[2]]],
+            [1_000, 0, 40]
+        );
+
+        conn.batch_execute(
+            "CREATE TABLE votes (person_id INTEGER NOT NULL, article_id INTEGER NOT NULL, \
+             score_count BIGINT NOT NULL, PRIMARY KEY (person_id, article_id)); \
+             INSERT INTO votes (person_id, article_id, score_count) \
+             VALUES (1, 1, 0), (1, 2, 7), (2, 1, 0)",
+        )
+        .await
+        .unwrap();
+        let report = votes_score_slots::table
+            .refresh_cache_all_async(2, &mut conn)
+            .await
+            .unwrap();
+        assert_eq!((report.updated, report.failed.len()), (3, 0), "{report:?}");
+        Vote::score_of(keys[2])
+            .add_async(2, &mut conn)
+            .await
+            .unwrap();
+        Vote::score_of(keys[2])
+            .refresh_cache_async(&mut conn)
+            .await
+            .unwrap();
+        let mut sync = <A::Sync as slotted_tests::TestConnection>::open(&db.url);
+        let cached: Vec<i64> = [(1, 1), (1, 2), (2, 1)]
+            .into_iter()
+            .map(|(p, a)| {
+                slotted_tests::TestConnection::query_i64(
+                    &mut sync,
+                    &format!(
+                        "SELECT score_count AS n FROM votes WHERE person_id = {p} AND article_id = {a}"
+                    ),
+                )
+            })
+            .collect();
+        assert_eq!(cached, [1_000, 0, 42]);
+
+        let day = |n: u64| UNIX_EPOCH + Duration::from_secs(n * 86_400 + 3_600);
+        let daily = Vote::daily_of(keys[0]);
+        daily
+            .clone()
+            .at(day(20_000))
+            .add_async(3, &mut conn)
+            .await
+            .unwrap();
+        daily
+            .clone()
+            .at(day(20_001))
+            .increment_async(&mut conn)
+            .await
+            .unwrap();
+        let bucket = daily
+            .clone()
+            .at(day(20_001))
+            .bucket_total_async(&mut conn)
+            .await;
+        assert_eq!(bucket.unwrap(), 1);
+        let between = daily
+            .total_between_async(day(20_000)..day(20_001), &mut conn)
+            .await;
+        assert_eq!(between.unwrap(), 3);
+
+        // The write-behind buffer, on a bb8 pool.
+        slotted_tests::asynch::AsyncTestConnection::migrate(
+            A::open(&db.url).await,
+            slotted_core::CounterMigrations::new().with_buffer(),
+        );
+        let buffer = slotted_core::buffer::AsyncCounterBuffer::start(
+            A::bb8(&db.url, 2).await,
+            slotted_core::buffer::BufferConfig {
+                interval: Duration::from_millis(20),
+                ..slotted_core::buffer::BufferConfig::default()
+            },
+        );
+        let release = (7_i64, "1.0.0".to_owned());
+        for _ in 0..5 {
+            Release::downloads_of(release.clone())
+                .add_buffered_async(2, &buffer)
+                .await
+                .unwrap();
+        }
+        buffer.shutdown().await.expect("a clean shutdown flushes");
+        let total = Release::downloads_of(release).total_async(&mut conn).await;
+        assert_eq!(total.unwrap(), 10);
+        assert_eq!(
+            <votes_score_slots::table as CounterTable>::SPEC.key.len(),
+            2
+        );
     }
 }

@@ -159,7 +159,11 @@ fn primary_key_of(spec: &CounterSpec, data: &str) -> Option<PrimaryKey> {
         Storage::Shared { .. } => Some(values.next()?),
         Storage::Table => None,
     };
-    let record = values.next()?;
+    let record = record_text(
+        (0..spec.key_columns().len())
+            .map(|_| values.next())
+            .collect::<Option<Vec<_>>>()?,
+    );
     let bucket = match spec.bucket {
         Some(_) => Some(values.next()?.parse().ok()?),
         None => None,
@@ -174,6 +178,15 @@ fn primary_key_of(spec: &CounterSpec, data: &str) -> Option<PrimaryKey> {
         bucket,
         slot,
     })
+}
+
+/// A record's key as the diagnostics show it: its value, or a composite key's values as
+/// `(7, 1.0.0)` (as `sql::diagnostics::key_text` writes it on PostgreSQL).
+pub(super) fn record_text(mut values: Vec<String>) -> String {
+    if values.len() == 1 {
+        return values.remove(0);
+    }
+    format!("({})", values.join(", "))
 }
 
 fn split_lock_data(data: &str) -> Option<Vec<String>> {
@@ -234,7 +247,7 @@ mod tests {
         let key = primary_key_of(&SPEC, "7, 3").unwrap();
         assert_eq!((key.record.as_str(), key.slot), ("7", Some(3)));
         let text = CounterSpec {
-            key: KeyKind::Text,
+            key: &[KeyKind::Text],
             ..SPEC
         };
         let key = primary_key_of(&text, "'a, ''b''\\\\', 0").unwrap();
@@ -248,6 +261,13 @@ mod tests {
         let key = primary_key_of(&shared, "'posts.likes', 12, 1").unwrap();
         assert_eq!(key.record_type.as_deref(), Some("posts.likes"));
         assert_eq!((key.record.as_str(), key.slot), ("12", Some(1)));
+        let composite = CounterSpec {
+            key: &[KeyKind::Integer, KeyKind::Text],
+            ..SPEC
+        };
+        let key = primary_key_of(&composite, "7, '1.0.0', 2").unwrap();
+        assert_eq!((key.record.as_str(), key.slot), ("(7, 1.0.0)", Some(2)));
+        assert_eq!(primary_key_of(&composite, "7, 2"), None);
         assert_eq!(primary_key_of(&SPEC, "supremum pseudo-record"), None);
         assert_eq!(primary_key_of(&SPEC, "1, 2, 3"), None);
     }

@@ -104,9 +104,34 @@ fn scope(dialect: Dialect, spec: &CounterSpec) -> (String, Vec<Piece>) {
     }
 }
 
-/// What one record (per bucket) holds: `GROUP BY record_id[, bucket]`.
+/// The key columns, quoted, each prefixed by `prefix` (`g.`, or nothing), comma-separated.
+fn key_columns(dialect: Dialect, spec: &CounterSpec, prefix: &str) -> String {
+    let columns: Vec<String> = spec
+        .key_columns()
+        .iter()
+        .map(|c| format!("{prefix}{}", quote(dialect, c)))
+        .collect();
+    columns.join(", ")
+}
+
+/// A record's key as text: its column's value, or a composite key's as `(7, 1.0.0)` (as
+/// `diagnostics::waits::record_text` shows InnoDB's).
+fn key_text(dialect: Dialect, spec: &CounterSpec, prefix: &str) -> String {
+    let parts: Vec<String> = spec
+        .key_columns()
+        .iter()
+        .map(|c| text(dialect, &format!("{prefix}{}", quote(dialect, c))))
+        .collect();
+    match (&parts[..], dialect) {
+        ([one], _) => one.clone(),
+        (parts, Dialect::Mysql) => format!("CONCAT('(', {}, ')')", parts.join(", ', ', ")),
+        (parts, _) => format!("'(' || {} || ')'", parts.join(" || ', ' || ")),
+    }
+}
+
+/// What one record (per bucket) holds: `GROUP BY record_id[, record_id_2…][, bucket]`.
 fn group_by(dialect: Dialect, spec: &CounterSpec) -> String {
-    let mut cols = quote(dialect, "record_id");
+    let mut cols = key_columns(dialect, spec, "");
     if spec.bucket.is_some() {
         cols.push_str(", ");
         cols.push_str(&quote(dialect, "bucket"));
@@ -120,22 +145,24 @@ fn group_by(dialect: Dialect, spec: &CounterSpec) -> String {
 pub(crate) fn stats(dialect: Dialect, spec: &CounterSpec) -> Diagnostic {
     let (scope, binds) = scope(dialect, spec);
     let table = quote(dialect, spec.table);
-    let record_id = quote(dialect, "record_id");
+    let keys = key_columns(dialect, spec, "");
+    let g_keys = key_columns(dialect, spec, "g.");
     let count = quote(dialect, "count");
     let group_by = group_by(dialect, spec);
+    // Groups (a record's rows in one bucket) within records: a record is a distinct key of one
+    // or more columns, counted by grouping again (SQLite has no `COUNT(DISTINCT a, b)`).
     let text = format!(
         "SELECT {rows} AS n_rows, {records} AS n_records, {groups} AS n_groups, \
          {zero} AS n_zero, {max} AS max_group_rows \
-         FROM (SELECT {record_id}, COUNT(*) AS n, SUM({count}) AS total FROM {table}{scope} \
-         GROUP BY {group_by}) g",
-        rows = int(dialect, "COALESCE(SUM(g.n), 0)"),
-        records = int(dialect, &format!("COUNT(DISTINCT g.{record_id})")),
-        groups = int(dialect, "COUNT(*)"),
-        zero = int(
-            dialect,
-            "COALESCE(SUM(CASE WHEN g.total = 0 THEN 1 ELSE 0 END), 0)"
-        ),
-        max = int(dialect, "COALESCE(MAX(g.n), 0)"),
+         FROM (SELECT {g_keys}, SUM(g.n) AS n, COUNT(*) AS n_bucket_groups, \
+         SUM(CASE WHEN g.total = 0 THEN 1 ELSE 0 END) AS n_zero_groups, MAX(g.n) AS max_n \
+         FROM (SELECT {keys}, COUNT(*) AS n, SUM({count}) AS total FROM {table}{scope} \
+         GROUP BY {group_by}) g GROUP BY {g_keys}) r",
+        rows = int(dialect, "COALESCE(SUM(r.n), 0)"),
+        records = int(dialect, "COUNT(*)"),
+        groups = int(dialect, "COALESCE(SUM(r.n_bucket_groups), 0)"),
+        zero = int(dialect, "COALESCE(SUM(r.n_zero_groups), 0)"),
+        max = int(dialect, "COALESCE(MAX(r.max_n), 0)"),
     );
     Diagnostic::new(&text, &binds)
 }
@@ -146,7 +173,7 @@ pub(crate) fn hottest(dialect: Dialect, spec: &CounterSpec, limit: i64) -> Diagn
     let (scope, mut binds) = scope(dialect, spec);
     binds.push(Piece::BigInt(limit));
     let table = quote(dialect, spec.table);
-    let record_id = quote(dialect, "record_id");
+    let keys = key_columns(dialect, spec, "");
     let buckets = if spec.bucket.is_some() {
         int(
             dialect,
@@ -157,8 +184,8 @@ pub(crate) fn hottest(dialect: Dialect, spec: &CounterSpec, limit: i64) -> Diagn
     };
     let text = format!(
         "SELECT {record} AS record, {rows} AS n_rows, {slots} AS n_slots, {buckets} AS n_buckets \
-         FROM {table}{scope} GROUP BY {record_id} ORDER BY n_rows DESC, {record_id} LIMIT {{}}",
-        record = text(dialect, &record_id),
+         FROM {table}{scope} GROUP BY {keys} ORDER BY n_rows DESC, {keys} LIMIT {{}}",
+        record = key_text(dialect, spec, ""),
         rows = int(dialect, "COUNT(*)"),
         slots = int(
             dialect,
@@ -196,7 +223,7 @@ pub(crate) fn postgres_lock_waits(spec: &CounterSpec) -> Diagnostic {
          CAST(COALESCE(a.wait_event, l.locktype) AS TEXT) AS lock_kind, \
          CAST(COALESCE(a.query, '') AS TEXT) AS query";
     let text = format!(
-        "SELECT {columns}, CAST(t.{record_id} AS TEXT) AS record, CAST(t.{slot} AS TEXT) AS slot, \
+        "SELECT {columns}, {record} AS record, CAST(t.{slot} AS TEXT) AS slot, \
          {bucket} AS bucket, {record_type} AS record_type \
          FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
          LEFT JOIN {table} t ON l.locktype = 'tuple' \
@@ -216,7 +243,7 @@ pub(crate) fn postgres_lock_waits(spec: &CounterSpec) -> Diagnostic {
            AND l.pid <> pg_backend_pid() \
            AND NOT EXISTS (SELECT 1 FROM pg_locks x WHERE x.pid = l.pid AND x.locktype = 'tuple') \
          ORDER BY waiter",
-        record_id = quote(d, "record_id"),
+        record = key_text(d, spec, "t."),
         slot = quote(d, "slot"),
     );
     let table = Piece::Text(spec.table);
