@@ -679,6 +679,16 @@ pub mod check {
         );
     }
 
+    /// Fails to compile (a constant's evaluation) unless the key of counter `T` has `columns`
+    /// columns, as many as the model's primary key names: a field's type that keys several
+    /// columns (a tuple) is not a one-column key.
+    pub const fn columns<T: crate::CounterTable>(columns: usize) {
+        assert!(
+            <T::Key as CounterKey>::KINDS.len() == columns,
+            "the key's type keys another number of columns than the model's primary key names: a composite key names each of its fields in `#[diesel(primary_key(a, b))]`, each of a one-column key type"
+        );
+    }
+
     /// Fails to compile (a constant's evaluation) when the key of counter `T` does not fit the
     /// shared table.
     pub const fn shared<T: crate::CounterTable>() {

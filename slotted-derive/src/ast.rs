@@ -32,7 +32,9 @@ pub struct Model<'a> {
     /// The primary key's fields: one, or two or three for a composite key
     /// (`#[diesel(primary_key(a, b))]`), in the key's order.
     pub keys: Vec<KeyField<'a>>,
-    /// The key's type: the key field's type as written, or a tuple of them for a composite key.
+    /// The key's type: the key field's type as written, or a tuple of them for a composite key,
+    /// spanned at the `primary_key(…)` list (where the type system reports a column that keys
+    /// nothing).
     pub key_ty: Type,
     pub counters: Vec<Counter>,
     pub krate: Path,
@@ -210,7 +212,13 @@ impl<'a> Model<'a> {
                     [one] => one.ty.clone(),
                     many => {
                         let types = many.iter().map(|k| k.ty);
-                        syn::parse_quote!((#(#types,)*))
+                        let span = diesel
+                            .primary_key
+                            .as_ref()
+                            .map_or(Span::call_site(), |p| p.1);
+                        let tuple = quote::quote_spanned!(span=> (#(#types,)*));
+                        syn::parse2(crate::expand::respan(&tuple, span))
+                            .expect("a tuple of the key fields' types")
                     }
                 };
                 let model = Model {
@@ -370,6 +378,14 @@ fn key_field<'a>(
         let Some(ident) = field.ident.as_ref() else {
             continue;
         };
+        if let Type::Tuple(tuple) = &field.ty {
+            errors.at(
+                tuple,
+                format_args!("the primary key field `{ident}` is a tuple, which no column holds"),
+                "a composite key is a field per column, each named in `#[diesel(primary_key(a, b))]`",
+            );
+            continue;
+        }
         found.push(KeyField {
             ident,
             column: attr::column_name(&field.attrs).unwrap_or_else(|| ident.clone()),

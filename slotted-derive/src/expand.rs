@@ -138,6 +138,16 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
             });
         }
     }
+    // A key field whose type is not known by name may key several columns (a tuple, a newtype
+    // over one): the key must have as many columns as the model's primary key names.
+    if let Some(field) = model.keys.iter().find(|k| k.key == KeyType::Other) {
+        let span = syn::spanned::Spanned::span(field.ty);
+        let (krate, ty) = (respan(krate, span), respan(&ty, span));
+        let columns = model.keys.len();
+        key_check.extend(quote_spanned! {span=>
+            const _: () = #krate::__private::key_check::columns::<#ty>(#columns);
+        });
+    }
     // What the derive cannot tell by the name of a key type, the type system checks, spanned at
     // the attribute's value.
     if model.keys.iter().any(|k| k.key == KeyType::Other) {

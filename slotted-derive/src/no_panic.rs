@@ -34,7 +34,11 @@ const REFUSED: &[&str] = &[
     "#[slotted(crate = \"x\", counter = likes, slots = 16)] struct Post { id: i32 }",
     "#[slotted(counter = likes, slots = 16)] #[slotted(crate = a)] #[slotted(crate = b)] struct Post { id: i32 }",
     "#[slotted(counter = likes, slots = 16)] #[diesel(primary_key())] struct Post { id: i32 }",
-    "#[slotted(counter = likes, slots = 16)] #[diesel(primary_key(a, b))] struct Post { a: i32, b: i32 }",
+    "#[slotted(counter = likes, slots = 16)] #[diesel(primary_key(a, b, c, d))] struct Post { a: i32, b: i32, c: i32, d: i32 }",
+    "#[slotted(counter = likes, slots = 16)] #[diesel(primary_key(a, x))] struct Post { a: i32, b: i32 }",
+    "#[slotted(counter = likes, slots = 16, storage = shared)] #[diesel(primary_key(a, b))] struct Post { a: i32, b: i32 }",
+    "#[slotted(counter = likes, slots = 16, max_key_length = 9)] #[diesel(primary_key(a, b))] struct Post { a: i32, b: i64 }",
+    "#[slotted(counter = likes, slots = 16)] struct Post { id: (i32, i64) }",
     "#[slotted(counter = likes, slots = 16, max_key_length = 0)] #[diesel(primary_key(url))] struct Page { url: String }",
     "#[slotted(counter = likes, slots = 16, max_key_length = 100000)] #[diesel(primary_key(url))] struct Page { url: String }",
     "#[slotted(counter = a_counter_name_long_enough_to_make_the_table_name_too_long, slots = 16)] struct Post { id: i32 }",
@@ -62,8 +66,8 @@ const KEYED_BY_THE_TYPE_SYSTEM: &[&str] = &[
     "#[slotted(counter = likes, slots = 16)] struct Post { id: Option<i32> }",
     "#[slotted(counter = likes, slots = 16)] struct Post { id: &'static str }",
     "#[slotted(counter = likes, slots = 16)] struct Post { id: Ulid }",
-    "#[slotted(counter = likes, slots = 16)] struct Post { id: (i32, i64) }",
     "#[slotted(counter = likes, slots = 16, max_key_length = 64, storage = shared)] struct Post { id: ids::PostId }",
+    "#[slotted(counter = likes, slots = 16)] #[diesel(primary_key(a, b))] struct Post { a: Ulid, b: f64 }",
 ];
 
 #[test]
@@ -86,7 +90,7 @@ const STUBBED: &[(&str, &[&str])] = &[
     ("#[slotted(counter: likes, slots = 16)] struct Post { id: i32 }", &["likes", "likes_of", "likes_totals"]),
     ("#[slotted(counter = likes slots = 16)] struct Post { id: i32 }", &["likes", "likes_of", "likes_totals"]),
     (
-        "#[diesel(primary_key(a, b))] #[slotted(counter = likes, slots = 16)] #[slotted(counter = views, slots = 4)] struct Post { a: i32, b: i32 }",
+        "#[diesel(primary_key(a, b, c, d))] #[slotted(counter = likes, slots = 16)] #[slotted(counter = views, slots = 4)] struct Post { a: i32, b: i32, c: i32, d: i32 }",
         &["likes", "likes_of", "likes_totals", "views", "views_of", "views_totals"],
     ),
     ("#[slotted(counter = likes, slots = 16, table = r#type)] struct Post { id: i32 }", &["likes", "likes_of", "likes_totals"]),
@@ -126,6 +130,15 @@ const ACCEPTED: &[(&str, &str)] = &[
     (
         "#[slotted(counter = likes, slots = 0x10)] struct Post { id: i32 }",
         "posts_likes_slots",
+    ),
+    // Composite keys, of known and unknown column types, the key fields in any order.
+    (
+        "#[diesel(primary_key(b, a))] #[slotted(counter = likes, slots = 16, max_key_length = 9)] struct Like { a: i32, b: String }",
+        "likes_likes_slots",
+    ),
+    (
+        "#[diesel(primary_key(person_id, post_id, day))] #[slotted(counter = likes, slots = 16, cache = n)] struct Like { person_id: PersonId, post_id: i64, day: i16 }",
+        "likes_likes_slots",
     ),
     (
         "#[diesel(table_name = crate::schema::posts)] #[slotted(counter = likes, slots = 1024)] pub(crate) struct Post { id: ::std::string::String }",

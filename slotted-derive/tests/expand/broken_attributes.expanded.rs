@@ -23,7 +23,7 @@ impl ::slotted_core::CounterTable for posts_views_slots::table {
         table: "posts_views_slots",
         slots: 8u16,
         strategy: ::slotted_core::SlotStrategy::Connection,
-        key: ::slotted_core::__private::key_kind::<Self>(),
+        key: ::slotted_core::__private::key_kinds::<Self>(),
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Table,
         bucket: ::core::option::Option::None,

@@ -9,6 +9,9 @@
 #[doc(hidden)]
 #[allow(non_camel_case_types, dead_code)]
 type __slotted_record_id_of_posts_likes_slots = ::slotted_core::KeyOf<Ulid>;
+const _: () = ::slotted_core::__private::key_check::columns::<
+    posts_likes_slots::table,
+>(1usize);
 #[automatically_derived]
 impl ::slotted_core::CounterTable for posts_likes_slots::table {
     type Key = Ulid;
@@ -18,7 +21,7 @@ impl ::slotted_core::CounterTable for posts_likes_slots::table {
         table: "posts_likes_slots",
         slots: 16u16,
         strategy: ::slotted_core::SlotStrategy::Connection,
-        key: ::slotted_core::__private::key_kind::<Self>(),
+        key: ::slotted_core::__private::key_kinds::<Self>(),
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Table,
         bucket: ::core::option::Option::None,

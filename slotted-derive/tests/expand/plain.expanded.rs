@@ -14,7 +14,7 @@ impl ::slotted_core::CounterTable for posts_likes_slots::table {
         table: "posts_likes_slots",
         slots: 16u16,
         strategy: ::slotted_core::SlotStrategy::Connection,
-        key: ::slotted_core::__private::key_kind::<Self>(),
+        key: ::slotted_core::__private::key_kinds::<Self>(),
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Table,
         bucket: ::core::option::Option::None,

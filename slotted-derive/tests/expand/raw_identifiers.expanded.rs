@@ -14,14 +14,16 @@ impl ::slotted_core::CounterTable for match_goals_slots::table {
         table: "match_goals_slots",
         slots: 8u16,
         strategy: ::slotted_core::SlotStrategy::Connection,
-        key: ::slotted_core::__private::key_kind::<Self>(),
+        key: ::slotted_core::__private::key_kinds::<Self>(),
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Table,
         bucket: ::core::option::Option::None,
         prefill: false,
         cache: ::core::option::Option::Some(::slotted_core::CacheSpec {
             table: "match",
-            key_column: <crate::schema::r#match::r#type as ::slotted_core::__private::diesel::Column>::NAME,
+            key_columns: &[
+                <crate::schema::r#match::r#type as ::slotted_core::__private::diesel::Column>::NAME,
+            ],
             column: <crate::schema::r#match::goals_count as ::slotted_core::__private::diesel::Column>::NAME,
         }),
     };
@@ -81,7 +83,7 @@ impl ::slotted_core::CounterTable for match_fouls::counter {
         table: ::slotted_core::SHARED_TABLE,
         slots: 2u16,
         strategy: ::slotted_core::SlotStrategy::Connection,
-        key: ::slotted_core::__private::key_kind::<Self>(),
+        key: ::slotted_core::__private::key_kinds::<Self>(),
         max_key_length: 255u16,
         storage: ::slotted_core::Storage::Shared {
             record_type: "match.fouls",

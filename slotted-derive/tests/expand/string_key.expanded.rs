@@ -14,7 +14,7 @@ impl ::slotted_core::CounterTable for pages_views_slots::table {
         table: "pages_views_slots",
         slots: 4u16,
         strategy: ::slotted_core::SlotStrategy::Random,
-        key: ::slotted_core::__private::key_kind::<Self>(),
+        key: ::slotted_core::__private::key_kinds::<Self>(),
         max_key_length: 512u16,
         storage: ::slotted_core::Storage::Table,
         bucket: ::core::option::Option::None,

@@ -100,6 +100,31 @@ pub struct Tag {
     pub slug: Slug,
 }
 
+/// A follow of a topic by a person: a composite key of a newtype and a text key, with a
+/// cached roll-up into the model's table and a key length of its own.
+#[derive(Debug, SlottedCounter)]
+#[diesel(table_name = follows, primary_key(topic, person))]
+#[slotted(crate = slotted, counter = visits, slots = 4, cache = visits_count)]
+#[slotted(counter = reads, slots = 2, max_key_length = 40, bucket = day)]
+pub struct Follow {
+    /// Key, second column.
+    pub person: ::std::string::String,
+    /// Key, first column.
+    pub topic: TopicId,
+}
+
+::diesel::table! {
+    /// The follows.
+    follows (topic, person) {
+        /// Key, first column.
+        topic -> Integer,
+        /// Key, second column.
+        person -> Text,
+        /// The rolled-up visits.
+        visits_count -> BigInt,
+    }
+}
+
 /// A private model in a private module: the expansion must not leak or warn either.
 mod private {
     use slotted::SlottedCounter;
@@ -143,6 +168,7 @@ mod tests {
             .and::<Page>()
             .and::<Topic>()
             .and::<Tag>()
+            .and::<Follow>()
             .and::<private::Banner>();
         conn.run_pending_migrations(migrations).unwrap();
 
@@ -191,6 +217,30 @@ mod tests {
                 Tag::uses_of(slug).total(&mut conn).unwrap(),
             ),
             (5, 1, 2)
+        );
+
+        // A composite key.
+        conn.batch_execute(
+            "CREATE TABLE follows (topic INTEGER NOT NULL, person TEXT NOT NULL, \
+             visits_count BIGINT NOT NULL, PRIMARY KEY (topic, person)); \
+             INSERT INTO follows VALUES (4, 'ada', 0)",
+        )
+        .unwrap();
+        let follow = Follow {
+            person: "ada".into(),
+            topic,
+        };
+        follow.visits().add(3, &mut conn).unwrap();
+        Follow::visits_of((topic, "grace".into()))
+            .increment(&mut conn)
+            .unwrap();
+        follow.reads().increment(&mut conn).unwrap();
+        assert_eq!(follow.visits().refresh_cache(&mut conn).unwrap().updated, 1);
+        let key = (topic, ::std::string::String::from("ada"));
+        let visits = Follow::visits_totals(::core::slice::from_ref(&key), &mut conn).unwrap();
+        assert_eq!(
+            (visits[&key], follow.reads().total(&mut conn).unwrap()),
+            (3, 1)
         );
     }
 }

@@ -1,11 +1,10 @@
+// One key field of a tuple type: a composite key names each column in `primary_key`.
 use slotted_core::SlottedCounter;
 
 #[derive(SlottedCounter)]
-#[diesel(primary_key(user_id, post_id))]
 #[slotted(counter = likes, slots = 16)]
 struct Like {
-    user_id: i32,
-    post_id: i32,
+    id: (i32, i32),
 }
 
 fn main() {}
