@@ -15,7 +15,9 @@ use diesel::row::NamedRow;
 use diesel::sql_types::{BigInt, Integer, Nullable, SmallInt, Text};
 use diesel::QueryResult;
 
-use crate::key::{KeyKind, KeyPart, RawPart};
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+use crate::key::KeyKind;
+use crate::key::{KeyPart, RawPart};
 
 /// The SQL dialects slotted writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

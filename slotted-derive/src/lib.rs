@@ -169,7 +169,9 @@ use proc_macro::TokenStream;
 /// * `#[diesel(primary_key(url))]`: the field that keys the counters. Default: `id`. One field of
 ///   type `i16`, `i32`, `i64`, `u32`/`u64` (MySQL's `UNSIGNED`), `String`, `uuid::Uuid`
 ///   (PostgreSQL, slotted-core's `uuid` feature) or a newtype over one that derives
-///   [`SlottedKey`]; a composite key is an error. The type system decides (`CounterKey`): a key
+///   [`SlottedKey`]; or a composite key of two or three such fields,
+///   `#[diesel(primary_key(person_id, post_id))]`, whose counters are keyed by the tuple of their
+///   types in that order (`likes_of((7, 42))`). The type system decides (`CounterKey`): a key
 ///   type that keys nothing is one error, at the key field, naming the types that do.
 /// * `#[diesel(column_name = post_id)]` on the key field: its column, for `cache`. Default: the
 ///   field's name.
@@ -178,7 +180,7 @@ use proc_macro::TokenStream;
 ///
 /// For each counter, next to the struct:
 /// - a Diesel `table!` named after the counter table, with columns `record_id` (the key's SQL
-///   type), `bucket` (`BigInt`, bucketed counters only), `slot` (`SmallInt`) and `count`
+///   type; `record_id`, `record_id_2`[, `record_id_3`] for a composite key), `bucket` (`BigInt`, bucketed counters only), `slot` (`SmallInt`) and `count`
 ///   (`BigInt`), the primary key being all but `count`; for `storage = shared`, a module named
 ///   `{model table}_{counter}` holding the marker type `counter` instead;
 /// - `impl CounterTable` for that table type (its [`CounterSpec`]), and `BucketedCounterTable`,
@@ -203,14 +205,15 @@ use proc_macro::TokenStream;
 /// line that shows the right form, and all of them are reported at once: no `#[slotted]`
 /// counter; an unknown or repeated key; a missing `counter` or `slots`; a value out of range or
 /// of the wrong kind; a keyword or raw identifier as a name; two counters sharing a table or a
-/// generated method; an enum, union, tuple, unit or generic struct; a missing or composite
-/// primary key; and combinations that cannot work (`prefill` with `bucket`, `storage = shared`
-/// with a `String` key, a `bucket` or a `table`). A newtype key, whose inner key the derive
+/// generated method; an enum, union, tuple, unit or generic struct; a missing primary key, or a
+/// composite one of more than three columns or with a field of a tuple type; and combinations
+/// that cannot work (`prefill` with `bucket`, `storage = shared` with a `String` or composite
+/// key, a `bucket` or a `table`). A newtype key, whose inner key the derive
 /// cannot see, is checked by the type system at the attribute's value (`max_key_length` on a
 /// newtype over an integer, `storage = shared` over a `String`). Those errors are all the
 /// build reports: beside them the derive still declares every counter whose name and table are
 /// sound (a bad value replaced by its default), and for every other counter an attribute names
-/// (`counter: likes`, a bad table, a composite key) the three methods as stubs
+/// (`counter: likes`, a bad table, a missing key field) the three methods as stubs
 /// that accept any call, so the code that uses the counters does not fail as well (as
 /// thiserror's fallback does).
 ///
