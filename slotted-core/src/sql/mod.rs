@@ -277,35 +277,44 @@ pub(crate) fn push_keys_in<'b, DB: CounterBackend, T>(
     Ok(())
 }
 
-/// The keys after `key` in key order: `record_id > ?`; for a composite key `(record_id > ? OR
-/// (record_id = ? AND record_id_2 > ?))`, a keyset page each backend reads by the key.
+/// The keys after `key` in key order: `record_id > ?`; for a composite key `(record_id >= ? AND
+/// (record_id > ? OR (record_id = ? AND record_id_2 > ?)))`. The leading `>=` is what every
+/// backend reads the key's index from: PostgreSQL takes the `OR` alone as a filter over a
+/// scan from the first key, which made each keyset page cost the pages before it.
 pub(crate) fn push_key_after<'b, DB: CounterBackend>(
     out: &mut AstPass<'_, 'b, DB>,
     columns: &[&str],
     key: &'b KeyValue<'_>,
 ) -> QueryResult<()> {
     let parts = key.parts();
-    if columns.len() > 1 {
+    let len = columns.len().min(parts.len());
+    if len > 1 {
         out.push_sql("(");
+        out.push_identifier(columns[0])?;
+        out.push_sql(" >= ");
+        DB::push_key_part(out, &parts[0])?;
+        out.push_sql(" AND ");
     }
-    for last in 0..columns.len().min(parts.len()) {
-        if last > 0 {
-            out.push_sql(" OR (");
+    // `(a > ? OR (a = ? AND (b > ? OR (b = ? AND c > ?))))`, the last column `c > ?` alone.
+    for i in 0..len {
+        if i + 1 < len {
+            out.push_sql("(");
         }
-        for i in 0..last {
+        out.push_identifier(columns[i])?;
+        out.push_sql(" > ");
+        DB::push_key_part(out, &parts[i])?;
+        if i + 1 < len {
+            out.push_sql(" OR (");
             out.push_identifier(columns[i])?;
             out.push_sql(" = ");
             DB::push_key_part(out, &parts[i])?;
             out.push_sql(" AND ");
         }
-        out.push_identifier(columns[last])?;
-        out.push_sql(" > ");
-        DB::push_key_part(out, &parts[last])?;
-        if last > 0 {
-            out.push_sql(")");
-        }
     }
-    if columns.len() > 1 {
+    for _ in 1..len {
+        out.push_sql("))");
+    }
+    if len > 1 {
         out.push_sql(")");
     }
     Ok(())

@@ -159,3 +159,64 @@ impl<DB: CounterBackend> QueryFragment<DB> for Keys<'_> {
 
 statement!(cached: SumOne);
 statement!(by_text: SumMany, Keys);
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+    use crate::key::{KeyKind, KeyPart};
+    use crate::table::TEST_SPEC;
+
+    fn text(
+        query: impl QueryFragment<diesel::sqlite::Sqlite> + diesel::query_builder::QueryId,
+    ) -> String {
+        let text = diesel::debug_query::<diesel::sqlite::Sqlite, _>(&query).to_string();
+        // The SQL, without Diesel's `-- binds: […]`.
+        text.split(" -- binds")
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    #[test]
+    fn a_composite_key_pages_from_its_first_column_and_groups_by_every_column() {
+        let spec = CounterSpec {
+            key: &[KeyKind::Integer, KeyKind::Text, KeyKind::Integer],
+            ..TEST_SPEC
+        };
+        let after =
+            KeyValue::composite(&[KeyPart::Integer(5), KeyPart::Text("b"), KeyPart::Integer(7)]);
+        let keys = [after, after];
+        let page = KeyPage::Compactable {
+            scope: Scope::new(&spec, &keys),
+            after: Some(after),
+            limit: 10,
+            all: true,
+        };
+        assert_eq!(
+            text(Keys(page)),
+            "SELECT `record_id`, `record_id_2`, `record_id_3` FROM `posts_likes_slots` WHERE 1 = 1 \
+             AND ((`record_id` = ? AND `record_id_2` = ? AND `record_id_3` = ?) \
+             OR (`record_id` = ? AND `record_id_2` = ? AND `record_id_3` = ?)) \
+             AND (`record_id` >= ? AND (`record_id` > ? OR (`record_id` = ? AND \
+             (`record_id_2` > ? OR (`record_id_2` = ? AND `record_id_3` > ?))))) \
+             GROUP BY `record_id`, `record_id_2`, `record_id_3` \
+             ORDER BY `record_id`, `record_id_2`, `record_id_3` LIMIT ?"
+        );
+        let one = CounterSpec {
+            key: &[KeyKind::Integer],
+            ..TEST_SPEC
+        };
+        let key = KeyValue::one(KeyPart::Integer(5));
+        let page = KeyPage::Compactable {
+            scope: Scope::new(&one, &[]),
+            after: Some(key),
+            limit: 10,
+            all: true,
+        };
+        assert_eq!(
+            text(Keys(page)),
+            "SELECT `record_id` FROM `posts_likes_slots` WHERE 1 = 1 AND `record_id` > ? \
+             GROUP BY `record_id` ORDER BY `record_id` LIMIT ?"
+        );
+    }
+}
