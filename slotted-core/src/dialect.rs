@@ -169,6 +169,10 @@ macro_rules! counter_backend {
                     KeyPart::Integer(v) => out.push_bind_param::<Integer, i32>(v),
                     KeyPart::BigInt(v) => out.push_bind_param::<BigInt, i64>(v),
                     KeyPart::Text(v) => out.push_bind_param::<Text, str>(v),
+                    #[cfg(feature = "chrono")]
+                    KeyPart::Date(v) => {
+                        out.push_bind_param::<diesel::sql_types::Date, chrono::NaiveDate>(v)
+                    }
                     other => $special::push_key_part(out, other),
                 }
             }
@@ -317,6 +321,8 @@ mod pg_keys {
     const VARCHAR: u32 = 1043;
     #[cfg(feature = "uuid")]
     const UUID: u32 = 2950;
+    #[cfg(feature = "chrono")]
+    const DATE: u32 = 1082;
 
     pub(super) fn read_key_part(value: PgValue<'_>) -> deserialize::Result<RawPart> {
         Ok(match value.get_oid().get() {
@@ -328,6 +334,11 @@ mod pg_keys {
             UUID => RawPart::Uuid(
                 <uuid::Uuid as FromSql<diesel::sql_types::Uuid, Pg>>::from_sql(value)?.into_bytes(),
             ),
+            #[cfg(feature = "chrono")]
+            DATE => RawPart::Date(<chrono::NaiveDate as FromSql<
+                diesel::sql_types::Date,
+                Pg,
+            >>::from_sql(value)?),
             oid => {
                 return Err(unexpected_key_type(
                     "PostgreSQL",
@@ -379,6 +390,11 @@ mod mysql_keys {
             MysqlType::String | MysqlType::Blob => {
                 RawPart::Text(<String as FromSql<Text, Mysql>>::from_sql(value)?)
             }
+            #[cfg(feature = "chrono")]
+            MysqlType::Date => RawPart::Date(<chrono::NaiveDate as FromSql<
+                diesel::sql_types::Date,
+                Mysql,
+            >>::from_sql(value)?),
             other => return Err(unexpected_key_type("MySQL", other)),
         })
     }

@@ -31,6 +31,9 @@ pub enum KeyKind {
     Text,
     /// `UUID` (`uuid::Uuid`, the `uuid` feature), PostgreSQL only.
     Uuid,
+    /// `DATE` (`chrono::NaiveDate`, the `chrono` feature): a day, as a composite key's
+    /// `(version_id, date)` has it.
+    Date,
 }
 
 impl KeyKind {
@@ -52,6 +55,7 @@ impl KeyKind {
             KeyKind::UnsignedBigInt => "u64",
             KeyKind::Text => "String",
             KeyKind::Uuid => "uuid::Uuid",
+            KeyKind::Date => "chrono::NaiveDate",
         }
     }
 }
@@ -77,6 +81,8 @@ pub enum KeyPart<'a> {
     Text(&'a str),
     /// The UUID's 16 bytes, big-endian (as `uuid::Uuid::as_bytes`).
     Uuid([u8; 16]),
+    #[cfg(feature = "chrono")]
+    Date(chrono::NaiveDate),
 }
 
 impl KeyPart<'_> {
@@ -90,6 +96,8 @@ impl KeyPart<'_> {
             KeyPart::UnsignedBigInt(v) => RawPart::UnsignedBigInt(v),
             KeyPart::Text(v) => RawPart::Text(v.to_owned()),
             KeyPart::Uuid(v) => RawPart::Uuid(v),
+            #[cfg(feature = "chrono")]
+            KeyPart::Date(v) => RawPart::Date(v),
         }
     }
 
@@ -103,6 +111,8 @@ impl KeyPart<'_> {
             KeyPart::UnsignedBigInt(_) => KeyKind::UnsignedBigInt,
             KeyPart::Text(_) => KeyKind::Text,
             KeyPart::Uuid(_) => KeyKind::Uuid,
+            #[cfg(feature = "chrono")]
+            KeyPart::Date(_) => KeyKind::Date,
         }
     }
 }
@@ -167,7 +177,7 @@ impl<'a> KeyValue<'a> {
             KeyPart::Integer(v) => Some(i64::from(v)),
             KeyPart::BigInt(v) => Some(v),
             KeyPart::UnsignedInteger(v) => Some(i64::from(v)),
-            KeyPart::UnsignedBigInt(_) | KeyPart::Text(_) | KeyPart::Uuid(_) => None,
+            _ => None,
         }
     }
 }
@@ -183,6 +193,8 @@ pub enum RawPart {
     UnsignedBigInt(u64),
     Text(String),
     Uuid([u8; 16]),
+    #[cfg(feature = "chrono")]
+    Date(chrono::NaiveDate),
 }
 
 impl RawPart {
@@ -196,6 +208,8 @@ impl RawPart {
             RawPart::UnsignedBigInt(v) => KeyPart::UnsignedBigInt(*v),
             RawPart::Text(v) => KeyPart::Text(v),
             RawPart::Uuid(v) => KeyPart::Uuid(*v),
+            #[cfg(feature = "chrono")]
+            RawPart::Date(v) => KeyPart::Date(*v),
         }
     }
 
@@ -203,6 +217,14 @@ impl RawPart {
     /// sends every integer as a 64-bit one) at the key's own, when it fits; anything else as it
     /// is.
     fn conformed(self, kind: KeyKind) -> RawPart {
+        // SQLite keeps a `DATE` as text.
+        #[cfg(feature = "chrono")]
+        if let (KeyKind::Date, RawPart::Text(text)) = (kind, &self) {
+            return match chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+                Ok(date) => RawPart::Date(date),
+                Err(_) => self,
+            };
+        }
         let Some(v) = self.integer() else {
             return self;
         };
@@ -212,7 +234,7 @@ impl RawPart {
             KeyKind::BigInt => i64::try_from(v).ok().map(RawPart::BigInt),
             KeyKind::UnsignedInteger => u32::try_from(v).ok().map(RawPart::UnsignedInteger),
             KeyKind::UnsignedBigInt => u64::try_from(v).ok().map(RawPart::UnsignedBigInt),
-            KeyKind::Text | KeyKind::Uuid => None,
+            KeyKind::Text | KeyKind::Uuid | KeyKind::Date => None,
         };
         conformed.unwrap_or(self)
     }
@@ -226,7 +248,7 @@ impl RawPart {
             RawPart::BigInt(v) => Some(v.into()),
             RawPart::UnsignedInteger(v) => Some(v.into()),
             RawPart::UnsignedBigInt(v) => Some(v.into()),
-            RawPart::Text(_) | RawPart::Uuid(_) => None,
+            _ => None,
         }
     }
 }
@@ -313,6 +335,8 @@ impl Debug for KeyPart<'_> {
                     &hex[20..32]
                 )
             }
+            #[cfg(feature = "chrono")]
+            KeyPart::Date(v) => Debug::fmt(v, f),
         }
     }
 }
@@ -349,7 +373,7 @@ impl Debug for RawKey {
 #[diagnostic::on_unimplemented(
     message = "a `{Self}` column cannot key a slotted counter",
     label = "the model's primary key",
-    note = "slotted counters are keyed by a `SmallInt`, `Integer`, `BigInt`, `Text` (or `VarChar`), `Unsigned<Integer>`, `Unsigned<BigInt>` (MySQL) or `Uuid` (PostgreSQL, the `uuid` feature) column"
+    note = "slotted counters are keyed by a `SmallInt`, `Integer`, `BigInt`, `Text` (or `VarChar`), `Unsigned<Integer>`, `Unsigned<BigInt>` (MySQL), `Uuid` (PostgreSQL, the `uuid` feature) or `Date` (the `chrono` feature) column"
 )]
 pub trait KeySqlType: 'static {}
 
@@ -363,6 +387,8 @@ impl KeySqlType for diesel::sql_types::Unsigned<diesel::sql_types::Integer> {}
 impl KeySqlType for diesel::sql_types::Unsigned<diesel::sql_types::BigInt> {}
 #[cfg(feature = "uuid")]
 impl KeySqlType for diesel::sql_types::Uuid {}
+#[cfg(feature = "chrono")]
+impl KeySqlType for diesel::sql_types::Date {}
 
 pub(crate) mod sealed {
     /// Implemented by slotted-core for its key types and tuples of them, and by
@@ -379,14 +405,17 @@ pub(crate) mod sealed {
     impl Sealed for String {}
     #[cfg(feature = "uuid")]
     impl Sealed for uuid::Uuid {}
+    #[cfg(feature = "chrono")]
+    impl Sealed for chrono::NaiveDate {}
     impl<A: super::CounterKey, B: super::CounterKey> Sealed for (A, B) {}
     impl<A: super::CounterKey, B: super::CounterKey, C: super::CounterKey> Sealed for (A, B, C) {}
 }
 
 /// A type a counter can be keyed by: the model's primary key type.
 ///
-/// `i16`, `i32`, `i64`, `u32` and `u64` (MySQL's `UNSIGNED` columns, the `mysql` feature), `String` and, with the
-/// `uuid` feature, `uuid::Uuid` (PostgreSQL). `SqlType` is the Diesel SQL type of the key's
+/// `i16`, `i32`, `i64`, `u32` and `u64` (MySQL's `UNSIGNED` columns, the `mysql` feature), `String`,
+/// with the `uuid` feature `uuid::Uuid` (PostgreSQL), and with the `chrono` feature
+/// `chrono::NaiveDate` (`Date`, every backend). `SqlType` is the Diesel SQL type of the key's
 /// column; the counter table's `record_id` gets the same one on each backend, so
 /// `diesel print-schema` writes what the derive declares.
 ///
@@ -400,7 +429,7 @@ pub(crate) mod sealed {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot key a slotted counter",
     label = "the model's primary key type",
-    note = "slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL), `String` or `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature), or a composite primary key of two or three of them",
+    note = "slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL), `String`, `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature) or `chrono::NaiveDate` (the `chrono` feature), or a composite primary key of two or three of them",
     note = "a newtype over one of them keys a counter with `#[derive(slotted_core::SlottedKey)]` on it, e.g. `#[derive(DieselNewType, SlottedKey)] struct PostId(i32);`"
 )]
 pub trait CounterKey: sealed::Sealed + Clone + Eq + Hash + Debug + Send + Sync + 'static {
@@ -468,6 +497,21 @@ impl CounterKey for uuid::Uuid {
     fn from_raw(raw: RawKey) -> Option<Self> {
         match raw.into_single()? {
             RawPart::Uuid(v) => Some(uuid::Uuid::from_bytes(v)),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(feature = "chrono")]
+impl CounterKey for chrono::NaiveDate {
+    type SqlType = diesel::sql_types::Date;
+    const KINDS: &'static [KeyKind] = &[KeyKind::Date];
+    fn key_value(&self) -> KeyValue<'_> {
+        KeyValue::one(KeyPart::Date(*self))
+    }
+    fn from_raw(raw: RawKey) -> Option<Self> {
+        match raw.into_single()? {
+            RawPart::Date(v) => Some(v),
             _ => None,
         }
     }
@@ -628,6 +672,8 @@ key_of_values! {
     u64 => diesel::sql_types::Unsigned<diesel::sql_types::BigInt>;
     (load) #[cfg(feature = "uuid")]
     uuid::Uuid => diesel::sql_types::Uuid;
+    (load) #[cfg(feature = "chrono")]
+    chrono::NaiveDate => diesel::sql_types::Date;
 }
 
 /// What the derive's expansion checks a key with.
@@ -639,7 +685,7 @@ pub mod check {
     #[diagnostic::on_unimplemented(
         message = "this key type keys a `{Self}` column, not a `{S}` one",
         label = "the model's primary key type",
-        note = "a `Uuid` key is `uuid::Uuid`, with slotted-core's `uuid` feature"
+        note = "a `Uuid` key is `uuid::Uuid`, with slotted-core's `uuid` feature; a `NaiveDate` key is `chrono::NaiveDate`, with its `chrono` feature"
     )]
     pub trait SameSqlType<S> {}
     impl<T> SameSqlType<T> for T {}

@@ -379,6 +379,7 @@ pub fn up_sql(spec: &CounterSpec, dialect: Dialect) -> String {
             )
             .into(),
             (KeyKind::Text, _) => "TEXT".into(),
+            (KeyKind::Date, _) => "DATE".into(),
         }
     };
     let q = |ident| quote(dialect, ident);

@@ -63,6 +63,8 @@ pub enum KeyType {
     String,
     /// `uuid::Uuid` (checked to be it by its SQL type).
     Uuid,
+    /// `chrono::NaiveDate` (checked to be it by its SQL type).
+    Date,
     /// Any other type: a newtype with `#[derive(SlottedKey)]`, or a type that keys nothing,
     /// which the type system refuses at the field.
     Other,
@@ -80,6 +82,7 @@ impl KeyType {
             KeyType::U64 => "Unsigned<BigInt>",
             KeyType::String => "Text",
             KeyType::Uuid => "Uuid",
+            KeyType::Date => "Date",
             KeyType::Other => return None,
         })
     }
@@ -87,7 +90,16 @@ impl KeyType {
     /// Whether the shared table's BIGINT `record_id` is known not to hold it (a type not known
     /// by name is checked by the type system).
     fn refused_by_shared(self) -> bool {
-        matches!(self, KeyType::String | KeyType::U64 | KeyType::Uuid)
+        matches!(
+            self,
+            KeyType::String | KeyType::U64 | KeyType::Uuid | KeyType::Date
+        )
+    }
+
+    /// Whether only its name says what it is (`Uuid`, `NaiveDate`, which a type of the user's
+    /// may be called too): the type system checks it keys that SQL type.
+    pub fn known_by_name_only(self) -> bool {
+        matches!(self, KeyType::Uuid | KeyType::Date)
     }
 }
 
@@ -420,6 +432,7 @@ fn key_type(ty: &Type) -> KeyType {
         "u64" => KeyType::U64,
         "String" => KeyType::String,
         "Uuid" => KeyType::Uuid,
+        "NaiveDate" => KeyType::Date,
         _ => KeyType::Other,
     }
 }

@@ -121,17 +121,19 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 SqlType::Alias(alias)
             }
         });
-        // A type known by name only (`Uuid`): it must be the type that keys that SQL type.
-        if field.key == KeyType::Uuid {
+        // A type known by name only (`Uuid`, `NaiveDate`): it must be the type that keys that
+        // SQL type.
+        if field.key.known_by_name_only() {
             let sql_types = quote!(#krate::__private::diesel::sql_types);
+            let sql_type = format_ident!("{}", field.key.sql_type().unwrap_or("Uuid"));
             // A one-column key through the counter type, so that a key type that keys nothing
             // is reported once, at `CounterTable::Key`.
             let check = if composite {
                 let spanned_ty = respan(field_ty, key_span);
-                quote_spanned!(key_span=> column_sql_type::<#spanned_ty, #sql_types::Uuid>)
+                quote_spanned!(key_span=> column_sql_type::<#spanned_ty, #sql_types::#sql_type>)
             } else {
                 let spanned_ty = respan(&ty, key_span);
-                quote_spanned!(key_span=> sql_type::<#spanned_ty, #sql_types::Uuid>)
+                quote_spanned!(key_span=> sql_type::<#spanned_ty, #sql_types::#sql_type>)
             };
             key_check.extend(quote_spanned! {key_span=>
                 const _: () = #krate::__private::key_check::#check();

@@ -168,7 +168,8 @@ use proc_macro::TokenStream;
 ///   (`BlogPost` → `blog_posts`).
 /// * `#[diesel(primary_key(url))]`: the field that keys the counters. Default: `id`. One field of
 ///   type `i16`, `i32`, `i64`, `u32`/`u64` (MySQL's `UNSIGNED`), `String`, `uuid::Uuid`
-///   (PostgreSQL, slotted-core's `uuid` feature) or a newtype over one that derives
+///   (PostgreSQL, slotted-core's `uuid` feature), `chrono::NaiveDate` (its `chrono` feature) or
+///   a newtype over one that derives
 ///   [`SlottedKey`]; or a composite key of two or three such fields,
 ///   `#[diesel(primary_key(person_id, post_id))]`, whose counters are keyed by the tuple of their
 ///   types in that order (`likes_of((7, 42))`). The type system decides (`CounterKey`): a key

@@ -154,6 +154,16 @@ pub struct Release {
     pub version: String,
 }
 
+/// A package registry's daily downloads of a version, keyed as crates.io keys them
+/// (`primary_key(version_id, date)`): a composite key with a `Date` column.
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = version_downloads, primary_key(version_id, date))]
+#[slotted(counter = downloads, slots = 4)]
+pub struct VersionDownload {
+    pub version_id: i32,
+    pub date: chrono::NaiveDate,
+}
+
 /// A composite key of three columns, in an order other than the fields'.
 #[derive(Debug, Clone, SlottedCounter)]
 #[diesel(table_name = tallies, primary_key(region, code, day))]
@@ -173,6 +183,7 @@ pub fn migrations() -> slotted_core::CounterMigrations {
         .and::<Story>()
         .and::<Vote>()
         .and::<Release>()
+        .and::<VersionDownload>()
         .and::<Tally>();
     #[cfg(feature = "mysql")]
     let migrations = migrations.and::<Crate>().and::<Blob>();

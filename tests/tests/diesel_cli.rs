@@ -89,6 +89,7 @@ fn declared<T: CounterTable>() -> String {
                 KeyKind::UnsignedBigInt => "Unsigned<BigInt>",
                 KeyKind::Text => "Text",
                 KeyKind::Uuid => "Uuid",
+                KeyKind::Date => "Date",
                 other => unreachable!("a key kind this test does not know: {other:?}"),
             };
             format!("{column} -> {sql_type},")
@@ -155,6 +156,7 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
         declared::<keys::votes_score_slots::table>(),
         declared::<keys::releases_downloads_slots::table>(),
         declared::<keys::tallies_hits_slots::table>(),
+        declared::<keys::version_downloads_downloads_slots::table>(),
     ];
     // The key types one backend maps: MySQL's unsigned integers, PostgreSQL's UUIDs.
     #[cfg(feature = "mysql")]

@@ -248,6 +248,9 @@ fn composite_keys<C: TestConnection + R2D2Connection + NewtypeQueries>(test: &st
         release(i64::MIN, &"v".repeat(64)),
     ];
     exercise::<C, releases_downloads_slots::table>(&db, &mut conn, releases, release(8, "1.0.0"));
+    let date = |day: u32| chrono::NaiveDate::from_ymd_opt(2026, 11, day).expect("a date");
+    let days = [(1, date(25)), (1, date(26)), (2, date(25))];
+    exercise::<C, version_downloads_downloads_slots::table>(&db, &mut conn, days, (2, date(26)));
     let tally = |region: i16, code: &str, day: i32| (region, code.to_owned(), day);
     let tallies = [tally(1, "a", 1), tally(1, "a", 2), tally(1, "b", 1)];
     exercise::<C, tallies_hits_slots::table>(&db, &mut conn, tallies, tally(2, "a", 1));
@@ -299,6 +302,7 @@ fn composite_keys<C: TestConnection + R2D2Connection + NewtypeQueries>(test: &st
         &[
             "votes_score_slots",
             "releases_downloads_slots",
+            "version_downloads_downloads_slots",
             "tallies_hits_slots",
         ],
     );
@@ -795,5 +799,25 @@ mod asynch {
             <votes_score_slots::table as CounterTable>::SPEC.key.len(),
             2
         );
+
+        // A composite key with a `Date` column, read back through the async drivers.
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 26).expect("a date");
+        VersionDownload::downloads_of((3, day))
+            .add_async(4, &mut conn)
+            .await
+            .unwrap();
+        let other = (3, day.pred_opt().expect("a day before"));
+        let totals = VersionDownload::downloads_totals_async(&[(3, day), other], &mut conn)
+            .await
+            .unwrap();
+        assert_eq!((totals[&(3, day)], totals[&other]), (4, 0));
+        VersionDownload::downloads_of(other)
+            .set_async(9, &mut conn)
+            .await
+            .unwrap();
+        let totals = VersionDownload::downloads_totals_async(&[(3, day), other], &mut conn)
+            .await
+            .unwrap();
+        assert_eq!((totals[&(3, day)], totals[&other]), (4, 9));
     }
 }
