@@ -97,6 +97,48 @@ pub enum Error {
         reason: String,
     },
 
+    /// A roll-up would overwrite counts that a column of the model's table holds of its own: the
+    /// column (`cache = …`) is not yet slotted's. Nothing was written. A column becomes the
+    /// roll-up's on its first roll-up when every row holds 0 there; a column with counts is
+    /// adopted first (`adopt = likes_count` beside `cache = likes_count`), and its counts moved
+    /// into the slots by `absorb_all`.
+    #[error(
+        "counter `{counter}`: the column `{table}`.`{column}` holds counts of its own (key {key} \
+         has {value}), which a roll-up would overwrite; nothing was written. Declare \
+         `adopt = {column}` to count them and run `absorb_all`, or set the column to 0 if it is \
+         an old copy of these totals"
+    )]
+    ColumnHoldsCounts {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The model's table.
+        table: &'static str,
+        /// The column.
+        column: &'static str,
+        /// A record whose column is not 0, formatted with `Debug`.
+        key: String,
+        /// Its value there.
+        value: i64,
+    },
+
+    /// The adopted column is a roll-up cache already (its first roll-up found it absorbed): it
+    /// holds copies of the totals, not counts, so moving it into the slots (`absorb`) or the
+    /// slots into it (`release`) would count twice. Nothing was written.
+    #[error(
+        "counter `{counter}`: the column `{table}`.`{column}` is the roll-up's cache, not counts \
+         of its own: {call} would count them twice; nothing was written"
+    )]
+    ColumnIsCache {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The model's table.
+        table: &'static str,
+        /// The column.
+        column: &'static str,
+        /// The call refused.
+        call: &'static str,
+    },
+
     /// A Diesel error from outside a counter call: the `BEGIN` or `COMMIT` of a transaction the
     /// counter calls ran in, for instance. This `From` lets `Connection::transaction` closures
     /// return `slotted_core::Error`.

@@ -75,9 +75,9 @@ pub use maintenance::CounterMaintenance;
 pub use migration::CounterMigrations;
 pub use slot::SlotStrategy;
 pub use table::{
-    BucketWidth, BucketedCounterTable, CacheSpec, CachedCounterTable, CounterSpec, CounterTable,
-    PrefilledCounterTable, SlottedModel, Storage, DEFAULT_MAX_KEY_LENGTH, MAX_BUCKETED_KEY_LENGTH,
-    MAX_KEY_LENGTH, MAX_SLOTS, SHARED_TABLE,
+    AdoptingCounterTable, BucketWidth, BucketedCounterTable, CacheSpec, CachedCounterTable,
+    CounterSpec, CounterTable, PrefilledCounterTable, SlottedModel, Storage,
+    DEFAULT_MAX_KEY_LENGTH, MAX_BUCKETED_KEY_LENGTH, MAX_KEY_LENGTH, MAX_SLOTS, SHARED_TABLE,
 };
 
 pub use slotted_derive::{SlottedCounter, SlottedKey};
@@ -133,21 +133,33 @@ pub mod __private {
     /// follow slotted-core's feature, which the user's crate cannot see.
     pub use crate::__slotted_if_async as if_async;
 
-    /// The SQL type a cache column must have: `BigInt`, like the totals it holds.
+    /// The SQL types a counter column (`cache = …`, `adopt = …`) may have: `Integer` or
+    /// `BigInt`, not null.
     #[diagnostic::on_unimplemented(
-        message = "a cache column must be `BigInt` (BIGINT NOT NULL), not `{Self}`",
-        label = "the `cache = …` column",
-        note = "declare it as `likes_count -> BigInt` in the model's `table!`, and as BIGINT NOT NULL in its migration"
+        message = "a counter column must be `Integer` or `BigInt` (NOT NULL), not `{Self}`",
+        label = "the `cache = …` or `adopt = …` column",
+        note = "declare it as `likes_count -> BigInt` (or `Integer`) in the model's `table!`, and as BIGINT (or INTEGER) NOT NULL in its migration"
     )]
-    pub trait CacheColumnType {}
+    pub trait CacheColumnType {
+        /// Its width in bits.
+        const BITS: u8;
+    }
 
-    impl CacheColumnType for diesel::sql_types::BigInt {}
+    impl CacheColumnType for diesel::sql_types::Integer {
+        const BITS: u8 = 32;
+    }
 
-    /// Fails to compile unless `C` is a `BigInt` column.
-    pub const fn assert_cache_column<C: diesel::Column>()
+    impl CacheColumnType for diesel::sql_types::BigInt {
+        const BITS: u8 = 64;
+    }
+
+    /// The width of column `C`, which fails to compile unless `C` is an `Integer` or `BigInt`
+    /// column.
+    pub const fn cache_column_bits<C: diesel::Column>() -> u8
     where
         C::SqlType: CacheColumnType,
     {
+        <C::SqlType as CacheColumnType>::BITS
     }
 
     mod sealed {
@@ -196,9 +208,11 @@ pub mod __private {
             bucket: None,
             prefill: false,
             cache: None,
+            adopt: None,
         };
     }
     impl crate::BucketedCounterTable for InvalidCounter {}
     impl crate::CachedCounterTable for InvalidCounter {}
+    impl crate::AdoptingCounterTable for InvalidCounter {}
     impl crate::PrefilledCounterTable for InvalidCounter {}
 }

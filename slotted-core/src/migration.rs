@@ -15,6 +15,7 @@ use diesel::migration::{
 use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
 use crate::key::KeyKind;
+use crate::sql::adopt::COLUMNS_TABLE;
 use crate::sql::flush::FLUSHES_TABLE;
 use crate::table::{CounterSpec, SlottedModel, Storage};
 
@@ -47,6 +48,9 @@ enum Table {
     Counter(CounterSpec),
     /// The write-behind buffer's flush log, `slotted_flushes`.
     FlushLog,
+    /// The claims of roll-ups on their cache columns, `slotted_columns`: created with any
+    /// counter that has a `cache` or adopts a column.
+    Columns,
 }
 
 impl Table {
@@ -54,6 +58,7 @@ impl Table {
         match self {
             Table::Counter(spec) => migration_version(spec),
             Table::FlushLog => hashed_version(FLUSHES_TABLE, ""),
+            Table::Columns => hashed_version(COLUMNS_TABLE, ""),
         }
     }
 
@@ -61,6 +66,7 @@ impl Table {
         match self {
             Table::Counter(spec) => spec.table,
             Table::FlushLog => FLUSHES_TABLE,
+            Table::Columns => COLUMNS_TABLE,
         }
     }
 
@@ -73,6 +79,7 @@ impl Table {
         match self {
             Table::Counter(spec) => up_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::up_sql(dialect),
+            Table::Columns => crate::sql::adopt::up_sql(dialect),
         }
     }
 
@@ -80,6 +87,7 @@ impl Table {
         match self {
             Table::Counter(spec) => down_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::down_sql(dialect),
+            Table::Columns => crate::sql::adopt::down_sql(dialect),
         }
     }
 }
@@ -129,6 +137,13 @@ impl CounterMigrations {
             .filter(|spec| seen.insert(migration_version(spec)))
             .map(|spec| Table::Counter(*spec))
             .collect();
+        if self
+            .specs
+            .iter()
+            .any(|spec| spec.cache.is_some() || spec.adopt.is_some())
+        {
+            tables.push(Table::Columns);
+        }
         if self.flush_log {
             tables.push(Table::FlushLog);
         }

@@ -78,6 +78,36 @@ impl std::ops::AddAssign for RefreshReport {
     }
 }
 
+/// What moving an adopted column's counts did: into the slots (`absorb`), or back from the
+/// slots into the column (`release`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MoveReport {
+    /// Records whose counts were moved.
+    pub records: u64,
+    /// The counts moved, in all.
+    pub moved: i128,
+    /// Transactions committed.
+    pub batches: u64,
+    /// Batches rolled back after losing a deadlock or a certification conflict, and run again.
+    pub retries: u64,
+    /// Records left as they were, with the reason (a total the column cannot hold, no row in
+    /// the model's table): every other record was moved.
+    pub failed: Vec<RecordFailure>,
+    /// Records left for a later pass because concurrent writers won over them every time.
+    pub skipped: Vec<RecordFailure>,
+}
+
+impl std::ops::AddAssign for MoveReport {
+    fn add_assign(&mut self, other: Self) {
+        self.records += other.records;
+        self.moved += other.moved;
+        self.batches += other.batches;
+        self.retries += other.retries;
+        self.failed.extend(other.failed);
+        self.skipped.extend(other.skipped);
+    }
+}
+
 /// What a maintenance job committed before an error stopped it
 /// ([`Error::MaintenanceStopped`](crate::Error::MaintenanceStopped)).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +119,8 @@ pub enum Committed {
     Refresh(RefreshReport),
     /// Retention: slot rows deleted.
     Deleted(u64),
+    /// Absorb or release of an adopted column.
+    Moved(MoveReport),
 }
 
 impl std::fmt::Display for Committed {
@@ -110,6 +142,14 @@ impl std::fmt::Display for Committed {
                 r.skipped.len() + r.failed.len()
             ),
             Committed::Deleted(rows) => write!(f, "{rows} slot rows deleted"),
+            Committed::Moved(r) => write!(
+                f,
+                "{} batches, {} records' counts moved ({} in all), {} left for a later pass",
+                r.batches,
+                r.records,
+                r.moved,
+                r.skipped.len() + r.failed.len()
+            ),
         }
     }
 }

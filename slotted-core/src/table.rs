@@ -52,6 +52,10 @@ pub struct CounterSpec {
     pub prefill: bool,
     /// The column of the model's own table that roll-ups copy the total into.
     pub cache: Option<CacheSpec>,
+    /// The existing counter column of the model's own table that this counter adopts
+    /// (`adopt = likes_count`): until [`absorb`](crate::CounterMaintenance::absorb_all) moves
+    /// it into the slots, a record's total is that column plus its slots.
+    pub adopt: Option<CacheSpec>,
 }
 
 /// Where a counter's slot rows live.
@@ -102,7 +106,8 @@ impl BucketWidth {
     }
 }
 
-/// A column of the model's own table that holds a rolled-up copy of the total.
+/// A counter column of the model's own table: one that holds a rolled-up copy of the total
+/// (`cache = …`), or counts of its own that a counter adopts (`adopt = …`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheSpec {
     /// The model's table, e.g. `posts`.
@@ -110,8 +115,18 @@ pub struct CacheSpec {
     /// Its primary key columns, e.g. `["id"]` (several for a composite key, in the order of the
     /// counter table's `record_id`, `record_id_2`…).
     pub key_columns: &'static [&'static str],
-    /// The cache column, e.g. `likes_count` (`BIGINT NOT NULL`).
+    /// The column, e.g. `likes_count` (`INTEGER` or `BIGINT`, `NOT NULL`).
     pub column: &'static str,
+    /// The column's width in bits: 32 (`Integer`) or 64 (`BigInt`). A total it cannot hold is
+    /// an error for that record, never a wrapped value.
+    pub bits: u8,
+}
+
+impl CacheSpec {
+    /// Whether the column holds `value`.
+    pub fn holds(&self, value: i64) -> bool {
+        self.bits >= 64 || i32::try_from(value).is_ok()
+    }
 }
 
 impl CounterSpec {
@@ -153,6 +168,16 @@ pub trait CounterTable: Copy + Default + 'static {
 )]
 pub trait CachedCounterTable: CounterTable {}
 
+/// A counter that adopts an existing counter column of the model's table: implemented by the
+/// derive for counters declared with `adopt = column`, so that `absorb` and `release` exist only
+/// where there is a column to move counts from or into.
+#[diagnostic::on_unimplemented(
+    message = "the counter `{Self}` adopts no column",
+    label = "declared without `adopt`",
+    note = "declare the model's existing counter column in its attribute: `#[slotted(counter = likes, slots = 16, adopt = likes_count)]`"
+)]
+pub trait AdoptingCounterTable: CounterTable {}
+
 /// A counter with time buckets: implemented by the derive for counters declared with
 /// `bucket = day` or `bucket = hour`.
 #[diagnostic::on_unimplemented(
@@ -190,6 +215,7 @@ pub(crate) const TEST_SPEC: CounterSpec = CounterSpec {
     bucket: None,
     prefill: false,
     cache: None,
+    adopt: None,
 };
 
 #[cfg(test)]

@@ -136,6 +136,22 @@ impl Report for crate::reports::CompactionReport {
     }
 }
 
+impl Report for crate::reports::MoveReport {
+    fn report(&self) {
+        record!("rows", self.records);
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            records = self.records,
+            moved = %self.moved,
+            batches = self.batches,
+            retries = self.retries,
+            failed = self.failed.len(),
+            failed_keys = ?self.failed.iter().map(|f| &f.key).collect::<Vec<_>>(),
+            "slotted: absorb or release report"
+        );
+    }
+}
+
 impl Report for crate::reports::RefreshReport {
     fn report(&self) {
         record!("rows", self.updated);

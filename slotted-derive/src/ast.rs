@@ -117,6 +117,8 @@ pub struct Counter {
     pub prefill: bool,
     /// The cache column in the model's table.
     pub cache: Option<Ident>,
+    /// The existing counter column of the model's table that the counter adopts.
+    pub adopt: Option<Ident>,
     /// `storage = shared`: rows in `slotted_counters`; `table` is then a module name for the
     /// counter's marker type.
     pub shared: bool,
@@ -557,6 +559,13 @@ fn counter(
             );
         }
     }
+    if let (Some(a), Some(b)) = (&attr.adopt, &attr.bucket) {
+        errors.at(
+            a,
+            "`adopt` does not combine with `bucket`: a bucketed counter starts afresh each bucket, and a column's counts have no bucket",
+            format_args!("remove `bucket = {b}`, or adopt the column with a counter of its own"),
+        );
+    }
     if let (Some(p), Some(b)) = (&attr.prefill, &attr.bucket) {
         errors.at(
             p,
@@ -610,6 +619,7 @@ fn counter(
         bucket: bucket.flatten(),
         prefill: attr.prefill.is_some(),
         cache: attr.cache.clone(),
+        adopt: attr.adopt.clone(),
         shared: shared.unwrap_or(false),
     })
 }

@@ -17,9 +17,10 @@ const STRATEGY: &str = "strategy";
 const BUCKET: &str = "bucket";
 const PREFILL: &str = "prefill";
 const CACHE: &str = "cache";
+const ADOPT: &str = "adopt";
 const STORAGE: &str = "storage";
 const CRATE: &str = "crate";
-const KEYS: [&str; 10] = [
+const KEYS: [&str; 11] = [
     COUNTER,
     SLOTS,
     TABLE,
@@ -28,6 +29,7 @@ const KEYS: [&str; 10] = [
     BUCKET,
     PREFILL,
     CACHE,
+    ADOPT,
     STORAGE,
     CRATE,
 ];
@@ -46,6 +48,7 @@ pub struct CounterAttr<'a> {
     pub bucket: Option<Ident>,
     pub prefill: Option<Ident>,
     pub cache: Option<Ident>,
+    pub adopt: Option<Ident>,
     pub storage: Option<Ident>,
     /// A key or value was wrong and reported: do not also report missing keys.
     pub invalid: bool,
@@ -76,6 +79,7 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
             bucket: None,
             prefill: None,
             cache: None,
+            adopt: None,
             storage: None,
             invalid: false,
             broken: false,
@@ -141,6 +145,12 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
                     let value = parse_ident(&meta, CACHE, "cache = likes_count")?;
                     set_once(errors, &meta, &mut counter.invalid, &mut counter.cache, value)
                 }
+                // Parse #[slotted(adopt = likes_count)]
+                ADOPT => {
+                    declares_counter = true;
+                    let value = parse_ident(&meta, ADOPT, "adopt = likes_count")?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.adopt, value)
+                }
                 // Parse #[slotted(storage = shared)]
                 STORAGE => {
                     declares_counter = true;
@@ -169,7 +179,7 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
                     errors.at(
                         &meta.path,
                         format_args!("unknown key `{key}` in #[slotted]"),
-                        format_args!("{suggestion}#[slotted] takes `counter`, `slots`, `table`, `max_key_length`, `strategy`, `bucket`, `prefill`, `cache`, `storage` and `crate`"),
+                        format_args!("{suggestion}#[slotted] takes `counter`, `slots`, `table`, `max_key_length`, `strategy`, `bucket`, `prefill`, `cache`, `adopt`, `storage` and `crate`"),
                     );
                     counter.invalid = true;
                     skip_value(&meta)

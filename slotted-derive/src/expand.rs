@@ -202,28 +202,37 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     };
     let prefill = counter.prefill;
     let parent = &model.parent;
-    let (cache, cache_impl) = match &counter.cache {
-        None => (quote!(::core::option::Option::None), quote!()),
+    // A counter column of the model's table (`cache`, `adopt`): its names, checked by Diesel's
+    // `Column`, and its width, checked to be `Integer` or `BigInt`.
+    let column_spec = |column: &Option<Ident>| match column {
+        None => quote!(::core::option::Option::None),
         Some(column) => {
             let column_trait = quote!(#krate::__private::diesel::Column);
             let key_columns = model.keys.iter().map(|k| {
                 let key_column = &k.column;
                 quote!(<#parent::#key_column as #column_trait>::NAME)
             });
-            (
-                quote!(::core::option::Option::Some(#krate::CacheSpec {
-                    table: #parent_table,
-                    key_columns: &[#(#key_columns),*],
-                    column: <#parent::#column as #column_trait>::NAME,
-                })),
-                quote! {
-                    #[automatically_derived]
-                    impl #krate::CachedCounterTable for #ty {}
-                    const _: () = #krate::__private::assert_cache_column::<#parent::#column>();
-                },
-            )
+            quote!(::core::option::Option::Some(#krate::CacheSpec {
+                table: #parent_table,
+                key_columns: &[#(#key_columns),*],
+                column: <#parent::#column as #column_trait>::NAME,
+                bits: #krate::__private::cache_column_bits::<#parent::#column>(),
+            }))
         }
     };
+    let (cache, adopt) = (column_spec(&counter.cache), column_spec(&counter.adopt));
+    let cache_impl = counter.cache.as_ref().map(|_| {
+        quote! {
+            #[automatically_derived]
+            impl #krate::CachedCounterTable for #ty {}
+        }
+    });
+    let adopt_impl = counter.adopt.as_ref().map(|_| {
+        quote! {
+            #[automatically_derived]
+            impl #krate::AdoptingCounterTable for #ty {}
+        }
+    });
     let marker_impls = {
         let bucketed = counter
             .bucket
@@ -231,7 +240,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
         let prefilled = prefill.then(
             || quote!(#[automatically_derived] impl #krate::PrefilledCounterTable for #ty {}),
         );
-        quote!(#bucketed #prefilled #cache_impl)
+        quote!(#bucketed #prefilled #cache_impl #adopt_impl)
     };
     let declaration = declare_table(model, counter, &sql_types);
     // A composite key is built from the record's fields; a one-column key is borrowed.
@@ -272,6 +281,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 bucket: #bucket,
                 prefill: #prefill,
                 cache: #cache,
+                adopt: #adopt,
             };
         }
 

@@ -11,6 +11,7 @@ use diesel_migrations::MigrationHarness;
 use slotted_core::{CounterConnection, SlottedCounter};
 
 #[cfg(feature = "async")]
+pub mod adoption;
 pub mod asynch;
 pub mod keys;
 #[cfg(any(feature = "postgres", feature = "mysql"))]

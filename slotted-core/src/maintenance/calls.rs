@@ -355,6 +355,101 @@ pub trait CounterMaintenance: CounterTable {
         })
     }
 
+    /// Moves the adopted column's counts of these records into their slots (counters declared
+    /// with `adopt = column`): per batch of at most [`MAINTENANCE_BATCH`] records, in key
+    /// order, one transaction that locks the model's rows, adds each non-zero value to the
+    /// record's slot 0 and subtracts it from the column. Every total stays exact throughout,
+    /// with old-style writers of the column and new writers of the slots going on; run it once
+    /// no old-style writer is left, and again after a rolled-back deploy put one back. It can be
+    /// stopped at any point and run again: a record already absorbed holds 0 and is skipped.
+    /// Fails with [`Error::ColumnIsCache`](crate::Error::ColumnIsCache) once a roll-up owns the
+    /// column.
+    fn absorb<C: CounterConnection>(self, keys: &[Self::Key], conn: &mut C) -> Result<MoveReport>
+    where
+        Self: AdoptingCounterTable,
+    {
+        table_call::<Self, _, _>("absorb", conn, |exec| {
+            run_now(absorb::<Self, _>(exec, keys))
+        })
+    }
+
+    /// [`absorb`](Self::absorb) on an async connection (diesel-async, bb8, deadpool). The
+    /// future is `Send`.
+    #[cfg(feature = "async")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    fn absorb_async<C: AsyncCounterConnection>(
+        self,
+        keys: &[Self::Key],
+        conn: &mut C,
+    ) -> impl Future<Output = Result<MoveReport>> + Send
+    where
+        Self: AdoptingCounterTable,
+    {
+        table_call_async::<Self, _>("absorb_async", async move {
+            absorb::<Self, _>(&mut AsyncExec(conn), keys).await
+        })
+    }
+
+    /// [`absorb`](Self::absorb) for every row of the model's table, in pages of `batch` keys.
+    fn absorb_all<C: CounterConnection>(self, batch: usize, conn: &mut C) -> Result<MoveReport>
+    where
+        Self: AdoptingCounterTable,
+    {
+        table_call::<Self, _, _>("absorb_all", conn, |exec| {
+            run_now(absorb_all::<Self, _>(exec, batch))
+        })
+    }
+
+    /// [`absorb_all`](Self::absorb_all) on an async connection (diesel-async, bb8, deadpool). The
+    /// future is `Send`.
+    #[cfg(feature = "async")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    fn absorb_all_async<C: AsyncCounterConnection>(
+        self,
+        batch: usize,
+        conn: &mut C,
+    ) -> impl Future<Output = Result<MoveReport>> + Send
+    where
+        Self: AdoptingCounterTable,
+    {
+        table_call_async::<Self, _>("absorb_all_async", async move {
+            absorb_all::<Self, _>(&mut AsyncExec(conn), batch).await
+        })
+    }
+
+    /// The reverse of [`absorb_all`](Self::absorb_all), for a counter being removed: moves
+    /// every record's slots into the adopted column and deletes them, per batch one
+    /// transaction that locks the model's rows, then the slots. Totals stay exact throughout.
+    /// A record whose count the column cannot hold (an `INTEGER` column past `i32`), or
+    /// without a row in the model's table, keeps its slots and is listed in
+    /// [`MoveReport::failed`]. Run it again after the last writer of the slots is gone, then
+    /// revert the counter's migration.
+    fn release_all<C: CounterConnection>(self, batch: usize, conn: &mut C) -> Result<MoveReport>
+    where
+        Self: AdoptingCounterTable,
+    {
+        table_call::<Self, _, _>("release_all", conn, |exec| {
+            run_now(release_all::<Self, _>(exec, batch))
+        })
+    }
+
+    /// [`release_all`](Self::release_all) on an async connection (diesel-async, bb8, deadpool). The
+    /// future is `Send`.
+    #[cfg(feature = "async")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    fn release_all_async<C: AsyncCounterConnection>(
+        self,
+        batch: usize,
+        conn: &mut C,
+    ) -> impl Future<Output = Result<MoveReport>> + Send
+    where
+        Self: AdoptingCounterTable,
+    {
+        table_call_async::<Self, _>("release_all_async", async move {
+            release_all::<Self, _>(&mut AsyncExec(conn), batch).await
+        })
+    }
+
     /// Creates the slot rows (count 0) of these records that do not exist yet. Returns how
     /// many it created.
     fn create_slots<C: CounterConnection>(self, keys: &[Self::Key], conn: &mut C) -> Result<u64>

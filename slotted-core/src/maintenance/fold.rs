@@ -60,7 +60,7 @@ pub(crate) fn in_context(spec: &CounterSpec, error: Error) -> Error {
 /// holds), and returns the rows at their latest values. On PostgreSQL and MySQL they are
 /// locked, in key order, and still there; on SQLite they are deleted already. Must run inside a
 /// transaction; [`put_back`] then leaves what remains.
-async fn take_rows<E: Exec>(
+pub(crate) async fn take_rows<E: Exec>(
     exec: &mut E,
     scope: Scope<'_>,
     skip_locked: bool,
@@ -79,7 +79,7 @@ async fn take_rows<E: Exec>(
 /// deleted, so nothing is inserted over a locked range but the result rows that did not exist
 /// (folding old buckets into one that had no row); on SQLite, where the taken rows are gone
 /// already, the result rows are inserted.
-async fn put_back<E: Exec>(
+pub(crate) async fn put_back<E: Exec>(
     exec: &mut E,
     spec: &CounterSpec,
     taken: &[RowId<'_>],
@@ -124,7 +124,7 @@ async fn put_back<E: Exec>(
     Ok(())
 }
 
-fn id_of(row: &SlotRow) -> RowId<'_> {
+pub(crate) fn id_of(row: &SlotRow) -> RowId<'_> {
     (row.key.as_value(), row.bucket, SlotValue::Bound(row.slot))
 }
 
@@ -300,6 +300,14 @@ async fn set_once<E: Exec>(
 ) -> Result<()> {
     let keys = [key];
     let scope = Scope::new(spec, &keys);
+    // An adopted column's part goes: the value is all in the slots. Its row is locked first,
+    // as absorb locks it, and an old-style `UPDATE` of the column that commits after this one
+    // adds to 0, after the set.
+    if let Some(column) = &spec.adopt {
+        exec.execute(crate::sql::adopt::ZeroBase { column, key: &key })
+            .await
+            .map_err(|e| database_error(spec, e))?;
+    }
     let mut taken: Vec<SlotRow> = Vec::new();
     // Hold every slot row a writer of this bucket could write to. A row missing now is created
     // (and so held); a row a concurrent fold deletes between our insert and our lock is not
@@ -473,6 +481,14 @@ async fn refresh_once<E: Exec>(
         let mut pairs = Vec::with_capacity(totals.len());
         for (key, total) in totals {
             match total {
+                Ok(total) if !cache.holds(total) => report.failed.push(RecordFailure {
+                    key: format!("{key:?}"),
+                    reason: format!(
+                        "its total, {total}, does not fit the {}-bit column `{}.{}`: the column \
+                         was left as it is",
+                        cache.bits, cache.table, cache.column
+                    ),
+                }),
                 Ok(total) => pairs.push((key, total)),
                 Err(e @ Error::TotalOutOfRange { .. }) => report.failed.push(RecordFailure {
                     key: format!("{key:?}"),

@@ -6,6 +6,7 @@
 //! A writer blocked on a locked slot goes on after the commit and adds to the folded row or to
 //! a new one; either way its delta counts once.
 
+mod adopt;
 mod calls;
 mod fold;
 pub(crate) mod pace;
@@ -18,12 +19,15 @@ use crate::exec::sync::{run_now, SyncExec};
 use crate::exec::Exec;
 use crate::handle::Counter;
 use crate::key::KeyValue;
-pub use crate::reports::{Committed, CompactionReport, RecordFailure, RefreshReport};
+pub use crate::reports::{Committed, CompactionReport, MoveReport, RecordFailure, RefreshReport};
 use crate::retry::RetryPolicy;
 use crate::sql::maintenance::{InsertRows, OnConflict, RowCount};
 use crate::sql::read::KeyPage;
 use crate::sql::{Buckets, SlotValue};
-use crate::table::{BucketedCounterTable, CachedCounterTable, CounterTable, PrefilledCounterTable};
+use crate::table::{
+    AdoptingCounterTable, BucketedCounterTable, CachedCounterTable, CounterTable,
+    PrefilledCounterTable,
+};
 use crate::CounterConnection;
 #[cfg(feature = "async")]
 use crate::{exec::asynch::AsyncExec, AsyncCounterConnection};
@@ -125,6 +129,7 @@ async fn refresh<T: CounterTable, E: Exec>(exec: &mut E, keys: &[T::Key]) -> Res
         return Ok(RefreshReport::default());
     };
     let keys = fold::sorted_keys::<E::Backend, _>(spec, keys)?;
+    adopt::claim(exec, spec, cache).await?;
     let (mut pace, mut report) = (Pace::new(MAINTENANCE_BATCH), RefreshReport::default());
     let done = paced!(exec, &mut pace, &keys, &mut report, |batch| {
         fold::refresh(exec, spec, cache, batch)
@@ -144,6 +149,7 @@ async fn refresh_all<T: CounterTable, E: Exec>(
     let Some(cache) = &spec.cache else {
         return Ok(RefreshReport::default());
     };
+    adopt::claim(exec, spec, cache).await?;
     let limit = i64::try_from(batch.max(1)).unwrap_or(i64::MAX);
     let (mut after, mut report) = (None, RefreshReport::default());
     let mut pace = Pace::new(batch.min(MAINTENANCE_BATCH));
@@ -170,6 +176,88 @@ async fn refresh_all<T: CounterTable, E: Exec>(
         }
         after = Some(last);
     }
+}
+
+async fn absorb<T: CounterTable, E: Exec>(exec: &mut E, keys: &[T::Key]) -> Result<MoveReport> {
+    let spec = &T::SPEC;
+    let Some(column) = &spec.adopt else {
+        return Ok(MoveReport::default());
+    };
+    let keys = fold::sorted_keys::<E::Backend, _>(spec, keys)?;
+    adopt::refuse_cache(exec, spec, column, "absorb").await?;
+    let (mut pace, mut report) = (Pace::new(MAINTENANCE_BATCH), MoveReport::default());
+    let done = paced!(exec, &mut pace, &keys, &mut report, |batch| {
+        adopt::absorb(exec, spec, column, batch)
+    });
+    match done {
+        Ok(()) => Ok(report),
+        Err(e) => Err(stopped(exec, report, e)),
+    }
+}
+
+/// Pages of the model's keys (`parent`) or of the keys with slot rows, `batch` at a time in key
+/// order, each handed to `job` in paced batches, until none is left.
+macro_rules! for_each_key_page {
+    ($exec:ident, $spec:expr, $batch:expr, $parent:expr, |$b:ident| $job:expr) => {{
+        let spec: &$crate::table::CounterSpec = $spec;
+        let limit = i64::try_from($batch.clamp(1, MAX_PAGE)).unwrap_or(1);
+        let (mut after, mut report) = (None::<crate::key::RawKey>, MoveReport::default());
+        let mut pace = Pace::new($batch.clamp(1, MAINTENANCE_BATCH));
+        loop {
+            let after_key = after.as_ref().map(crate::key::RawKey::as_value);
+            let page = match $parent {
+                Some(column) => KeyPage::Parent {
+                    spec,
+                    cache: column,
+                    after: after_key,
+                    limit,
+                },
+                None => KeyPage::Compactable {
+                    scope: crate::sql::Scope::new(spec, &[]),
+                    after: after_key,
+                    limit,
+                    all: true,
+                },
+            };
+            let keys = match fold::key_page($exec, page).await {
+                Ok(keys) => keys,
+                Err(e) => break Err(stopped($exec, report, e)),
+            };
+            let Some(last) = keys.last().cloned() else {
+                break Ok(report);
+            };
+            let keys: Vec<KeyValue<'_>> = keys.iter().map(crate::key::RawKey::as_value).collect();
+            let done = paced!($exec, &mut pace, &keys, &mut report, |$b| $job);
+            if let Err(e) = done {
+                break Err(stopped($exec, report, e));
+            }
+            after = Some(last);
+        }
+    }};
+}
+
+async fn absorb_all<T: CounterTable, E: Exec>(exec: &mut E, batch: usize) -> Result<MoveReport> {
+    let spec = &T::SPEC;
+    refuse_read_only(exec, spec).await?;
+    let Some(column) = &spec.adopt else {
+        return Ok(MoveReport::default());
+    };
+    adopt::refuse_cache(exec, spec, column, "absorb").await?;
+    for_each_key_page!(exec, spec, batch, Some(column), |keys| adopt::absorb(
+        exec, spec, column, keys
+    ))
+}
+
+async fn release_all<T: CounterTable, E: Exec>(exec: &mut E, batch: usize) -> Result<MoveReport> {
+    let spec = &T::SPEC;
+    refuse_read_only(exec, spec).await?;
+    let Some(column) = &spec.adopt else {
+        return Ok(MoveReport::default());
+    };
+    adopt::refuse_cache(exec, spec, column, "release").await?;
+    for_each_key_page!(exec, spec, batch, None, |keys| adopt::release(
+        exec, spec, column, keys
+    ))
 }
 
 async fn delete_buckets_before<T: CounterTable, E: Exec>(

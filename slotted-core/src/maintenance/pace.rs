@@ -141,6 +141,22 @@ impl Progress for RefreshReport {
     }
 }
 
+impl Progress for super::MoveReport {
+    fn rerun(&mut self) {
+        self.retries += 1;
+    }
+    fn skip(&mut self, key: &KeyValue<'_>, error: &Error) -> bool {
+        self.skipped.push(busy(key, error));
+        true
+    }
+    fn is_empty(&self) -> bool {
+        self.batches == 0 && self.failed.is_empty() && self.skipped.is_empty()
+    }
+    fn into_committed(self) -> super::Committed {
+        super::Committed::Moved(self)
+    }
+}
+
 /// Rows deleted by retention, which must delete every old bucket it was asked to: a record it
 /// cannot get to fails the job.
 impl Progress for u64 {

@@ -383,6 +383,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
             table,
             key_columns,
             column,
+            ..
         } = *self.cache;
         out.push_sql("UPDATE ");
         out.push_identifier(table)?;

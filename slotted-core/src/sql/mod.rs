@@ -8,11 +8,13 @@
 //! - [`flush`]: the buffer's flush log, which makes a flush exactly-once.
 //! - [`read`]: totals, pages of keys.
 //! - [`transaction`]: `BEGIN` and `COMMIT` as prepared statements (the sync face on MySQL).
+//! - [`adopt`]: an adopted column's part of the totals, absorb and release, the claims table.
 //! - [`maintenance`]: the locking read, the row-exact `DELETE`/`UPDATE`/`INSERT` of a fold, the
 //!   cache roll-up, retention.
 //!
 //! The DDL of a counter table is in [`crate::migration`], as text for diesel CLI folders.
 
+pub(crate) mod adopt;
 pub(crate) mod diagnostics;
 pub(crate) mod flush;
 pub(crate) mod maintenance;

@@ -31,9 +31,37 @@ impl<DB: CounterBackend, K> QueryFragment<DB> for SumOne<'_, K> {
         out.push_sql("SELECT ");
         push_sum_as_text(&mut out)?;
         out.push_sql(" FROM ");
-        out.push_identifier(self.0.spec.table)?;
-        self.0.push_where(&mut out)
+        push_parts(&mut out, &self.0, false)
     }
+}
+
+/// What a total sums, after `FROM`: the counter table's rows in the scope; for a counter that
+/// adopts a column, `(<the column's values> UNION ALL <the slots'>) AS slotted_parts`, one
+/// statement, so one snapshot sees both parts (an absorb moves a count from one to the other
+/// in one transaction). `with_keys`: each row names its key as the counter table's columns.
+fn push_parts<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    scope: &'b Scope<'b>,
+    with_keys: bool,
+) -> QueryResult<()> {
+    let spec = scope.spec;
+    let Some(column) = &spec.adopt else {
+        out.push_identifier(spec.table)?;
+        return scope.push_where(out);
+    };
+    out.push_sql("(");
+    super::adopt::push_base(out, spec, column, scope.keys, with_keys)?;
+    out.push_sql(" UNION ALL SELECT ");
+    if with_keys {
+        push_columns(out, spec.key_columns(), None)?;
+        out.push_sql(", ");
+    }
+    out.push_identifier(COUNT)?;
+    out.push_sql(" FROM ");
+    out.push_identifier(spec.table)?;
+    scope.push_where(out)?;
+    out.push_sql(") AS slotted_parts");
+    Ok(())
 }
 
 /// `SELECT record_id[, record_id_2…], CAST(SUM(count) AS TEXT) FROM t WHERE … GROUP BY
@@ -49,8 +77,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for SumMany<'_> {
         out.push_sql(", ");
         push_sum_as_text(&mut out)?;
         out.push_sql(" FROM ");
-        out.push_identifier(self.0.spec.table)?;
-        self.0.push_where(&mut out)?;
+        push_parts(&mut out, &self.0, true)?;
         out.push_sql(" GROUP BY ");
         push_columns(&mut out, columns, None)
     }

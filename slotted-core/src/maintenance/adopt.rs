@@ -1,0 +1,279 @@
+//! An adopted column (`adopt = likes_count`): its counts are part of every total until `absorb`
+//! moves them into the slots; `release` moves the slots back into it, for a counter being
+//! removed. And the claim a roll-up makes on its cache column, so that it never overwrites
+//! counts a column holds of its own.
+//!
+//! Every move runs in one transaction per batch and keeps every total exact while old-style
+//! writers (`UPDATE posts SET likes_count = likes_count + 1`) and new ones go on: the model's
+//! rows of the batch are locked first, in key order (as `set` locks them, and as an old-style
+//! writer locks its one row), then the slots; the count leaves one part and enters the other in
+//! the same commit, and a total reads both parts in one statement.
+
+use std::collections::BTreeMap;
+
+use super::fold::{id_of, in_context, put_back, take_rows};
+use super::{MoveReport, RecordFailure, ONCE};
+use crate::count::database_error;
+use crate::dialect::{CounterBackend, Dialect};
+use crate::error::{Error, Result};
+use crate::exec::{load_keyed, Exec};
+use crate::key::{KeyValue, RawKey};
+use crate::retry::{lost_a_deadlock, retried_transaction};
+use crate::sql::adopt::{AddToColumn, Claim, Claimed, ColumnValue, ColumnValues, HoldsCounts};
+use crate::sql::write::{AddRows, DeltaRow};
+use crate::sql::{Scope, SlotValue};
+use crate::table::{CacheSpec, CounterSpec};
+
+/// The row of [`Claimed`].
+struct Count(i64);
+
+impl<DB: CounterBackend> diesel::deserialize::QueryableByName<DB> for Count {
+    fn build<'a>(row: &impl diesel::row::NamedRow<'a, DB>) -> diesel::deserialize::Result<Self> {
+        DB::read_big_int(row, "n").map(Count)
+    }
+}
+
+/// Whether `column` is a roll-up's cache (claimed).
+async fn claimed<E: Exec>(exec: &mut E, spec: &CounterSpec, column: &CacheSpec) -> Result<bool> {
+    let rows = exec
+        .load::<_, Count>(Claimed(column))
+        .await
+        .map_err(|e| database_error(spec, e))?;
+    Ok(rows.first().is_some_and(|n| n.0 > 0))
+}
+
+/// Before a roll-up writes into `column`: the column must be the roll-up's. It becomes so the
+/// first time every row holds 0 there (a new column, or one whose counts were absorbed);
+/// while some row holds a count of its own, the roll-up fails with
+/// [`Error::ColumnHoldsCounts`] and writes nothing.
+pub(crate) async fn claim<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    column: &CacheSpec,
+) -> Result<()> {
+    if claimed(exec, spec, column).await? {
+        return Ok(());
+    }
+    let holding: Vec<ColumnValue> =
+        load_keyed(exec, HoldsCounts { spec, column }, spec.key_column_kinds())
+            .await
+            .map_err(|e| database_error(spec, e))?;
+    if let Some(row) = holding.first() {
+        return Err(Error::ColumnHoldsCounts {
+            counter: spec.qualified_name(),
+            table: column.table,
+            column: column.column,
+            key: format!("{:?}", row.key),
+            value: row.value,
+        });
+    }
+    exec.execute(Claim(column))
+        .await
+        .map_err(|e| database_error(spec, e))?;
+    Ok(())
+}
+
+/// Fails with [`Error::ColumnIsCache`] when the adopted `column` is a roll-up's cache: its
+/// values are copies of totals, and moving them would count them twice.
+pub(crate) async fn refuse_cache<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    column: &CacheSpec,
+    call: &'static str,
+) -> Result<()> {
+    if claimed(exec, spec, column).await? {
+        return Err(Error::ColumnIsCache {
+            counter: spec.qualified_name(),
+            table: column.table,
+            column: column.column,
+            call,
+        });
+    }
+    Ok(())
+}
+
+/// The model's rows of `keys` and their values in `column`, locked in key order (on SQLite,
+/// inside its one write transaction). Keys as the counter table keeps them, so that they
+/// compare with its rows' (the shared table keeps every key as `BIGINT`).
+async fn column_values<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    column: &CacheSpec,
+    keys: &[KeyValue<'_>],
+    nonzero: bool,
+) -> Result<Vec<ColumnValue>> {
+    let query = ColumnValues {
+        spec,
+        column,
+        keys,
+        nonzero,
+    };
+    load_keyed(exec, query, spec.key_column_kinds())
+        .await
+        .map_err(|e| database_error(spec, e))
+}
+
+/// Moves the column's counts of `keys` (sorted) into their slots, in one transaction, once.
+pub(crate) async fn absorb<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    column: &CacheSpec,
+    keys: &[KeyValue<'_>],
+) -> Result<MoveReport> {
+    retried_transaction!(
+        exec,
+        ONCE,
+        lost_a_deadlock,
+        absorb_once(exec, spec, column, keys)
+    )
+    .map(|done| done.value)
+    .map_err(|e| in_context(spec, e))
+}
+
+async fn absorb_once<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    column: &CacheSpec,
+    keys: &[KeyValue<'_>],
+) -> Result<MoveReport> {
+    let values = column_values(exec, spec, column, keys, true).await?;
+    let mut report = MoveReport {
+        batches: 1,
+        ..MoveReport::default()
+    };
+    if values.is_empty() {
+        return Ok(report);
+    }
+    // Into slot 0 of each record, then out of the column: the same commit.
+    let rows: Vec<DeltaRow<'_>> = values
+        .iter()
+        .map(|v| (v.key.as_value(), 0, v.value))
+        .collect();
+    let written = exec
+        .execute(AddRows {
+            spec,
+            slot: SlotValue::Bound(0),
+            rows: &rows,
+        })
+        .await
+        .map_err(|e| database_error(spec, e))?;
+    // PostgreSQL and SQLite count a row per key written, none for one the overflow guard
+    // skipped; MySQL fails the statement instead (error 1690).
+    if <E::Backend as CounterBackend>::DIALECT != Dialect::Mysql && written != rows.len() {
+        return Err(Error::Overflow {
+            counter: spec.qualified_name(),
+            table: spec.table,
+            key: format!("(one of the {} records absorbed together)", rows.len()),
+            delta: values.iter().map(|v| v.value).max().unwrap_or_default(),
+        });
+    }
+    let back: Vec<(KeyValue<'_>, i64)> = values
+        .iter()
+        .map(|v| (v.key.as_value(), -v.value))
+        .collect();
+    exec.execute(AddToColumn {
+        column,
+        deltas: &back,
+    })
+    .await
+    .map_err(|e| database_error(spec, e))?;
+    report.records = values.len() as u64;
+    report.moved = values.iter().map(|v| i128::from(v.value)).sum();
+    Ok(report)
+}
+
+/// Moves the slots of `keys` (sorted) into the column, in one transaction, once: a record
+/// whose new value the column cannot hold, or that has no row in the model's table, keeps its
+/// slots and is reported.
+pub(crate) async fn release<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    column: &CacheSpec,
+    keys: &[KeyValue<'_>],
+) -> Result<MoveReport> {
+    retried_transaction!(
+        exec,
+        ONCE,
+        lost_a_deadlock,
+        release_once(exec, spec, column, keys)
+    )
+    .map(|done| done.value)
+    .map_err(|e| in_context(spec, e))
+}
+
+async fn release_once<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    column: &CacheSpec,
+    keys: &[KeyValue<'_>],
+) -> Result<MoveReport> {
+    // The model's rows first, in key order, as absorb and `set` lock them; then the slots.
+    let parents: BTreeMap<RawKey, i64> = column_values(exec, spec, column, keys, false)
+        .await?
+        .into_iter()
+        .map(|v| (v.key, v.value))
+        .collect();
+    let rows = take_rows(exec, Scope::new(spec, keys), false).await?;
+    let mut sums: BTreeMap<&RawKey, i128> = BTreeMap::new();
+    for row in &rows {
+        *sums.entry(&row.key).or_default() += i128::from(row.count);
+    }
+    let mut report = MoveReport {
+        batches: 1,
+        ..MoveReport::default()
+    };
+    let mut moved: Vec<(KeyValue<'_>, i64)> = Vec::new();
+    let mut kept: Vec<&RawKey> = Vec::new();
+    for (key, sum) in sums {
+        let reason = match parents.get(key) {
+            None => Some("it has no row in the model's table to hold its count".to_owned()),
+            Some(&value) => match i64::try_from(i128::from(value) + sum) {
+                Ok(new) if column.holds(new) => None,
+                _ => Some(format!(
+                    "its count, {}, does not fit the {}-bit column",
+                    i128::from(value) + sum,
+                    column.bits
+                )),
+            },
+        };
+        match (reason, i64::try_from(sum)) {
+            (None, Ok(sum)) => {
+                report.records += 1;
+                report.moved += i128::from(sum);
+                moved.push((key.as_value(), sum));
+            }
+            (reason, _) => {
+                report.failed.push(RecordFailure {
+                    key: format!("{key:?}"),
+                    reason: format!(
+                        "{}: its slots were left as they are",
+                        reason.unwrap_or_else(|| format!("its slots add up to {sum}, outside i64"))
+                    ),
+                });
+                kept.push(key);
+            }
+        }
+    }
+    // Delete the moved records' rows; on SQLite, where the read deleted them all, put the
+    // others back.
+    let (mut taken, mut result) = (Vec::new(), Vec::new());
+    for row in &rows {
+        if !kept.contains(&&row.key) {
+            taken.push(id_of(row));
+        } else if <E::Backend as CounterBackend>::DIALECT == Dialect::Sqlite {
+            let (key, bucket, slot) = id_of(row);
+            result.push((key, bucket, slot, row.count));
+        }
+    }
+    put_back(exec, spec, &taken, &result).await?;
+    let moved: Vec<_> = moved.into_iter().filter(|(_, sum)| *sum != 0).collect();
+    if !moved.is_empty() {
+        exec.execute(AddToColumn {
+            column,
+            deltas: &moved,
+        })
+        .await
+        .map_err(|e| database_error(spec, e))?;
+    }
+    Ok(report)
+}

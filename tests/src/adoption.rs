@@ -1,0 +1,48 @@
+//! Models whose counters adopt existing counter columns (`adopt = …`): an `INTEGER` column moved
+//! into the slots, a `BIGINT` column kept as the roll-up's cache once absorbed, and a plain
+//! cache column that holds counts of its own (the trap a roll-up must not fall into).
+use slotted_core::SlottedCounter;
+
+diesel::table! {
+    clips (id) {
+        id -> Integer,
+        likes_count -> Integer,
+        views_count -> BigInt,
+        saves_count -> BigInt,
+    }
+}
+
+/// A clip with three counter columns, as an application keeps them before slotted.
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = clips)]
+#[slotted(counter = likes, slots = 4, adopt = likes_count)]
+#[slotted(counter = views, slots = 4, adopt = views_count, cache = views_count)]
+#[slotted(counter = saves, slots = 4, cache = saves_count)]
+pub struct Clip {
+    pub id: i32,
+}
+
+/// The `clips` table with these rows `(id, likes_count, views_count, saves_count)`, and the
+/// counters' migrations.
+pub fn create_clips<C: crate::TestConnection>(conn: &mut C, rows: &[(i32, i32, i64, i64)]) {
+    conn.batch_execute(
+        "CREATE TABLE clips (id INTEGER PRIMARY KEY, likes_count INTEGER NOT NULL, \
+         views_count BIGINT NOT NULL, saves_count BIGINT NOT NULL)",
+    )
+    .expect("create clips");
+    if !rows.is_empty() {
+        let values: Vec<String> = rows
+            .iter()
+            .map(|(id, likes, views, saves)| format!("({id}, {likes}, {views}, {saves})"))
+            .collect();
+        conn.batch_execute(&format!("INSERT INTO clips VALUES {}", values.join(", ")))
+            .expect("insert clips");
+    }
+    conn.run_pending_migrations(slotted_core::CounterMigrations::of::<Clip>())
+        .expect("the clips' counter migrations");
+}
+
+/// An old binary's write: `UPDATE clips SET <column> = <column> + delta WHERE id = ?`.
+pub fn old_style_add(column: &str, id: i32, delta: i64) -> String {
+    format!("UPDATE clips SET {column} = {column} + {delta} WHERE id = {id}")
+}

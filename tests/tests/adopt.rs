@@ -1,0 +1,444 @@
+//! Issue 25: moving a live counter column onto slots (`adopt = likes_count`), on every backend.
+//!
+//! - While old binaries still `UPDATE clips SET likes_count = likes_count + 1` and new ones call
+//!   `increment`, a total is the column plus the slots: `total`, `totals`, compaction and `set`
+//!   keep both parts exact.
+//! - `absorb_all` moves the column into the slots, rerunnable; `release_all` moves the slots back
+//!   (an `INTEGER` column refuses a count past `i32`, for that record alone).
+//! - A roll-up never overwrites a column's own counts: `cache = …` on a column that holds
+//!   counts fails, writing nothing; the adopted column becomes the cache once absorbed.
+//! - Deterministic interleavings (PostgreSQL, MariaDB): an old-style `UPDATE` held open in a
+//!   transaction while `absorb` and `set` run on the same record, each seen waiting on its lock.
+//! - A randomized run: old-style and new writers, absorb started and stopped at random,
+//!   compaction and roll-ups looping; every total equals every acknowledged add of both kinds.
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use slotted_core::{CounterMaintenance, Error};
+use slotted_tests::adoption::*;
+use slotted_tests::{backend_tests, Dice, Stop, TestConnection, TestDb};
+
+backend_tests! {
+    all: [
+        a_total_is_the_column_plus_the_slots_until_absorbed,
+        a_roll_up_never_overwrites_a_columns_own_counts,
+        the_adopted_column_becomes_the_cache_once_absorbed,
+        release_moves_the_slots_back_into_the_column,
+        old_and_new_writers_absorb_compaction_and_roll_ups_count_exactly,
+    ],
+    servers: [absorb_and_set_wait_out_an_old_style_update],
+}
+
+fn setup<C: TestConnection>(test: &str, rows: &[(i32, i32, i64, i64)]) -> Option<(TestDb, C)> {
+    let db = TestDb::new::<C>(test)?;
+    let mut conn = C::open(&db.url);
+    create_clips(&mut conn, rows);
+    Some((db, conn))
+}
+
+fn column<C: TestConnection>(conn: &mut C, column: &str, id: i32) -> i64 {
+    conn.query_i64(&format!(
+        "SELECT CAST({column} AS {}) AS n FROM clips WHERE id = {id}",
+        if C::NAME == "mysql" {
+            "SIGNED"
+        } else {
+            "BIGINT"
+        }
+    ))
+}
+
+fn slot_rows<C: TestConnection>(conn: &mut C, table: &str) -> i64 {
+    conn.query_i64(&format!("SELECT COUNT(*) AS n FROM {table}"))
+}
+
+fn likes<C: TestConnection>(conn: &mut C, ids: &[i32]) -> Vec<i64> {
+    let totals = Clip::likes_totals(ids, conn).unwrap();
+    ids.iter().map(|id| totals[id]).collect()
+}
+
+/// The column's part and the slots' part, through every call that reads or rewrites them.
+fn a_total_is_the_column_plus_the_slots_until_absorbed<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test, &[(1, 500, 0, 0), (2, 0, 0, 0), (3, 7, 0, 0)])
+    else {
+        return;
+    };
+    assert_eq!(Clip::likes_of(1).total(&mut conn).unwrap(), 500);
+    Clip::likes_of(1).increment(&mut conn).unwrap();
+    conn.batch_execute(&old_style_add("likes_count", 1, 1))
+        .unwrap();
+    Clip::likes_of(2).add(3, &mut conn).unwrap();
+    Clip::likes_of(9).add(4, &mut conn).unwrap();
+    // Record 9 has slots and no row in `clips`: its slots are its total.
+    assert_eq!(likes(&mut conn, &[1, 2, 3, 4, 9]), [502, 3, 7, 0, 4]);
+    assert_eq!(Clip::likes_of(1).total(&mut conn).unwrap(), 502);
+
+    // Compaction folds the slots alone.
+    conn.batch_execute(
+        "INSERT INTO clips_likes_slots (record_id, slot, count) VALUES (4, 2, 5), (4, 3, -5)",
+    )
+    .unwrap();
+    let report = clips_likes_slots::table.compact_all(10, &mut conn).unwrap();
+    assert!(report.rows_before > report.rows_after, "{report:?}");
+    assert_eq!(likes(&mut conn, &[1, 2, 3, 4]), [502, 3, 7, 0]);
+
+    // `set` puts the whole value into the slots: the column's part goes.
+    Clip::likes_of(3).set(10, &mut conn).unwrap();
+    assert_eq!(column(&mut conn, "likes_count", 3), 0);
+    assert_eq!(Clip::likes_of(3).total(&mut conn).unwrap(), 10);
+    Clip::likes_of(3).reset(&mut conn).unwrap();
+    assert_eq!(Clip::likes_of(3).total(&mut conn).unwrap(), 0);
+
+    // Absorb: the column into the slots, every total unchanged, the column 0.
+    let report = clips_likes_slots::table.absorb_all(1, &mut conn).unwrap();
+    assert_eq!((report.records, report.moved), (1, 501), "{report:?}");
+    assert_eq!(likes(&mut conn, &[1, 2, 3, 9]), [502, 3, 0, 4]);
+    assert_eq!(column(&mut conn, "likes_count", 1), 0);
+    // Again: nothing left to move.
+    let again = clips_likes_slots::table.absorb_all(1, &mut conn).unwrap();
+    assert_eq!((again.records, again.moved), (0, 0), "{again:?}");
+    // A rolled-back deploy put an old binary back: its count is counted, and absorbed again.
+    conn.batch_execute(&old_style_add("likes_count", 2, 5))
+        .unwrap();
+    assert_eq!(likes(&mut conn, &[2]), [8]);
+    let report = clips_likes_slots::table.absorb(&[2, 3], &mut conn).unwrap();
+    assert_eq!((report.records, report.moved), (1, 5), "{report:?}");
+    assert_eq!(likes(&mut conn, &[1, 2, 3, 9]), [502, 8, 0, 4]);
+}
+
+/// The trap: a `cache` column with counts of its own is never overwritten by a roll-up.
+fn a_roll_up_never_overwrites_a_columns_own_counts<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test, &[(1, 0, 0, 500), (2, 0, 0, 0)]) else {
+        return;
+    };
+    Clip::saves_of(1).increment(&mut conn).unwrap();
+    for refresh in [
+        clips_saves_slots::table.refresh_cache_all(10, &mut conn),
+        Clip::saves_of(1).refresh_cache(&mut conn),
+        Clip::saves_of(2).refresh_cache(&mut conn),
+    ] {
+        let error = refresh.unwrap_err();
+        assert!(
+            matches!(&error, Error::ColumnHoldsCounts { key, value: 500, .. } if key == "1"),
+            "{error}"
+        );
+        assert!(error.to_string().contains("adopt = saves_count"), "{error}");
+    }
+    assert_eq!(
+        column(&mut conn, "saves_count", 1),
+        500,
+        "never overwritten"
+    );
+    // Once the column holds no counts of its own, the first roll-up claims it, and every roll-up
+    // after writes totals.
+    conn.batch_execute("UPDATE clips SET saves_count = 0")
+        .unwrap();
+    let report = clips_saves_slots::table
+        .refresh_cache_all(10, &mut conn)
+        .unwrap();
+    assert_eq!(report.updated, 2, "{report:?}");
+    assert_eq!(column(&mut conn, "saves_count", 1), 1);
+    Clip::saves_of(2).add(4, &mut conn).unwrap();
+    Clip::saves_of(2).refresh_cache(&mut conn).unwrap();
+    assert_eq!(column(&mut conn, "saves_count", 2), 4);
+}
+
+/// `adopt = views_count, cache = views_count`: the column counts until absorbed, then holds the
+/// roll-up's totals, and a total never counts it twice.
+fn the_adopted_column_becomes_the_cache_once_absorbed<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test, &[(1, 0, 1_000, 0), (2, 0, 20, 0)]) else {
+        return;
+    };
+    Clip::views_of(1).add(5, &mut conn).unwrap();
+    assert_eq!(Clip::views_of(1).total(&mut conn).unwrap(), 1_005);
+    // Before the absorb, the column holds counts: a roll-up would lose them.
+    let error = clips_views_slots::table
+        .refresh_cache_all(10, &mut conn)
+        .unwrap_err();
+    assert!(matches!(error, Error::ColumnHoldsCounts { .. }), "{error}");
+    assert_eq!(column(&mut conn, "views_count", 1), 1_000);
+
+    let report = clips_views_slots::table.absorb_all(10, &mut conn).unwrap();
+    assert_eq!((report.records, report.moved), (2, 1_020), "{report:?}");
+    let report = clips_views_slots::table
+        .refresh_cache_all(10, &mut conn)
+        .unwrap();
+    assert_eq!(report.updated, 2, "{report:?}");
+    // The column is the cache now: the totals, read once each.
+    assert_eq!(column(&mut conn, "views_count", 1), 1_005);
+    assert_eq!(Clip::views_of(1).total(&mut conn).unwrap(), 1_005);
+    let totals = Clip::views_totals(&[1, 2], &mut conn).unwrap();
+    assert_eq!((totals[&1], totals[&2]), (1_005, 20));
+    Clip::views_of(1).set(7, &mut conn).unwrap();
+    assert_eq!(Clip::views_of(1).total(&mut conn).unwrap(), 7);
+    // Moving a cache would count it twice: refused.
+    for error in [
+        clips_views_slots::table
+            .absorb_all(10, &mut conn)
+            .unwrap_err(),
+        clips_views_slots::table
+            .release_all(10, &mut conn)
+            .unwrap_err(),
+    ] {
+        assert!(matches!(error, Error::ColumnIsCache { .. }), "{error}");
+    }
+}
+
+/// `release_all`: the slots back into the column, totals unchanged; an `INTEGER` column refuses
+/// a count past `i32` for that record alone, which keeps its slots.
+fn release_moves_the_slots_back_into_the_column<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test, &[(1, 10, 0, 0), (2, 0, 0, 0), (3, 1, 0, 0)])
+    else {
+        return;
+    };
+    Clip::likes_of(1).add(5, &mut conn).unwrap();
+    Clip::likes_of(2).set(3_000_000_000, &mut conn).unwrap();
+    Clip::likes_of(3).add(-1, &mut conn).unwrap();
+    Clip::likes_of(8).add(2, &mut conn).unwrap();
+    let report = clips_likes_slots::table.release_all(1, &mut conn).unwrap();
+    assert_eq!((report.records, report.moved), (2, 4), "{report:?}");
+    let failed: Vec<&str> = report.failed.iter().map(|f| f.key.as_str()).collect();
+    assert_eq!(failed, ["2", "8"], "{report:?}");
+    assert!(report.failed[0].reason.contains("32-bit"), "{report:?}");
+    assert_eq!(
+        (
+            column(&mut conn, "likes_count", 1),
+            column(&mut conn, "likes_count", 3)
+        ),
+        (15, 0)
+    );
+    assert_eq!(likes(&mut conn, &[1, 2, 3, 8]), [15, 3_000_000_000, 0, 2]);
+    // Only the two records that could not move keep slot rows.
+    let kept = conn.query_i64("SELECT COUNT(DISTINCT record_id) AS n FROM clips_likes_slots");
+    assert_eq!(kept, 2);
+}
+
+/// A witness of every old-style and new add acknowledged, against the totals at the end.
+fn old_and_new_writers_absorb_compaction_and_roll_ups_count_exactly<C: TestConnection>(test: &str) {
+    const RECORDS: i32 = 6;
+    let rows: Vec<(i32, i32, i64, i64)> = (1..=RECORDS).map(|id| (id, 100, 1_000, 0)).collect();
+    let Some((db, mut conn)) = setup::<C>(test, &rows) else {
+        return;
+    };
+    let url = db.url.as_str();
+    let stop = Stop::new();
+    let seconds = if C::NAME == "sqlite" { 1.5 } else { 3.0 };
+    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    let counted = std::thread::scope(|s| {
+        let stop = &stop;
+        let _stop = stop.on_exit();
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                s.spawn(move || {
+                    let mut conn = C::open(url);
+                    let mut dice = Dice(w as u64 * 7 + 1);
+                    let mut acked = vec![[0_i64; 2]; RECORDS as usize + 1];
+                    while Instant::now() < until {
+                        let id = 1 + dice.below(RECORDS as u64) as i32;
+                        let delta = 1 + dice.below(3) as i64;
+                        // Half old binaries, half new; both counters, each its own column.
+                        let old = w % 2 == 0;
+                        for (c, name) in ["likes_count", "views_count"].iter().enumerate() {
+                            let written = if old {
+                                conn.batch_execute(&old_style_add(name, id, delta))
+                                    .map_err(|e| e.to_string())
+                            } else if c == 0 {
+                                Clip::likes_of(id)
+                                    .add(delta, &mut conn)
+                                    .map_err(|e| e.to_string())
+                            } else {
+                                Clip::views_of(id)
+                                    .add(delta, &mut conn)
+                                    .map_err(|e| e.to_string())
+                            };
+                            match written {
+                                Ok(()) => acked[id as usize][c] += delta,
+                                Err(e) if e.contains("database is locked") => {}
+                                Err(e) => panic!("writer {w}: {e}"),
+                            }
+                        }
+                    }
+                    acked
+                })
+            })
+            .collect();
+        // Maintenance: absorb started and stopped at random (a batch at a time, now and then),
+        // compaction looping.
+        let maintenance = s.spawn(move || {
+            let mut conn = C::open(url);
+            let mut dice = Dice(99);
+            let mut runs = 0;
+            while !stop.is_set() {
+                let id = 1 + dice.below(RECORDS as u64) as i32;
+                let job = match dice.below(3) {
+                    0 => clips_likes_slots::table
+                        .absorb(&[id], &mut conn)
+                        .map(|_| ()),
+                    1 => clips_views_slots::table
+                        .absorb(&[id, id % RECORDS + 1], &mut conn)
+                        .map(|_| ()),
+                    _ => clips_likes_slots::table
+                        .compact_all(3, &mut conn)
+                        .map(|_| ()),
+                };
+                match job {
+                    Ok(()) => runs += 1,
+                    Err(e) if e.to_string().contains("database is locked") => {}
+                    Err(e) => panic!("maintenance: {e}"),
+                }
+            }
+            runs
+        });
+        let acked: Vec<Vec<[i64; 2]>> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+        stop.set();
+        let runs = maintenance.join().unwrap();
+        assert!(runs > 0, "maintenance ran");
+        acked
+    });
+    let mut expected = vec![[100_i64, 1_000_i64]; RECORDS as usize + 1];
+    for acked in &counted {
+        for id in 1..=RECORDS as usize {
+            expected[id][0] += acked[id][0];
+            expected[id][1] += acked[id][1];
+        }
+    }
+    let ids: Vec<i32> = (1..=RECORDS).collect();
+    let likes_now = likes(&mut conn, &ids);
+    let views = Clip::views_totals(&ids, &mut conn).unwrap();
+    for id in 1..=RECORDS {
+        assert_eq!(
+            likes_now[id as usize - 1],
+            expected[id as usize][0],
+            "likes of {id}"
+        );
+        assert_eq!(views[&id], expected[id as usize][1], "views of {id}");
+    }
+    // The end of the switch: absorb everything, then the views column becomes the cache.
+    clips_likes_slots::table.absorb_all(4, &mut conn).unwrap();
+    clips_views_slots::table.absorb_all(4, &mut conn).unwrap();
+    clips_views_slots::table
+        .refresh_cache_all(4, &mut conn)
+        .unwrap();
+    for id in 1..=RECORDS {
+        assert_eq!(column(&mut conn, "likes_count", id), 0);
+        assert_eq!(
+            column(&mut conn, "views_count", id),
+            expected[id as usize][1]
+        );
+        assert_eq!(
+            Clip::likes_of(id).total(&mut conn).unwrap(),
+            expected[id as usize][0]
+        );
+        assert_eq!(
+            Clip::views_of(id).total(&mut conn).unwrap(),
+            expected[id as usize][1]
+        );
+    }
+}
+
+/// The server's identity of this session.
+fn session_id<C: TestConnection>(conn: &mut C) -> i64 {
+    conn.query_i64(match C::NAME {
+        "postgres" => "SELECT CAST(pg_backend_pid() AS BIGINT) AS n",
+        _ => "SELECT CAST(CONNECTION_ID() AS SIGNED) AS n",
+    })
+}
+
+/// Whether this session waits on a lock right now.
+fn waits_on_a_lock<C: TestConnection>(conn: &mut C, session: i64) -> bool {
+    1 == conn.query_i64(&match C::NAME {
+        "postgres" => format!(
+            "SELECT COUNT(*) AS n FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND pid = {session}"
+        ),
+        _ => format!(
+            "SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX \
+             WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id = {session}"
+        ),
+    })
+}
+
+fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        // InnoDB refreshes `INNODB_TRX` only when nobody read it for 100 ms.
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    false
+}
+
+/// 1. record 1 has 500 in `likes_count` and 2 in its slots;
+/// 2. session A runs an old-style `UPDATE … likes_count = likes_count + 1` in a transaction and
+///    holds it open;
+/// 3. `absorb(1)` is seen waiting on A's row lock; A commits; the absorb moves 501;
+/// 4. A runs another old-style `+ 1` and holds it; `set(1, 40)` is seen waiting; A commits, the
+///    set zeroes the column and puts 40 in the slots; A's `+ 1` is ordered before the set.
+/// 5. An old-style `+ 3` after the set counts: the total is 43, the column 3.
+fn absorb_and_set_wait_out_an_old_style_update<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = setup::<C>(test, &[(1, 500, 0, 0)]) else {
+        return;
+    };
+    Clip::likes_of(1).add(2, &mut conn).unwrap();
+    let url = db.url.as_str();
+    for step in ["absorb", "set"] {
+        std::thread::scope(|s| {
+            let (held_tx, held) = mpsc::channel::<()>();
+            let (commit_tx, commit) = mpsc::channel::<()>();
+            let old = s.spawn(move || {
+                let mut conn = C::open(url);
+                conn.transaction(|conn| {
+                    conn.batch_execute(&old_style_add("likes_count", 1, 1))?;
+                    held_tx.send(()).unwrap();
+                    commit.recv().unwrap();
+                    Ok::<_, diesel::result::Error>(())
+                })
+                .unwrap();
+            });
+            held.recv().unwrap();
+            let (id_tx, id) = mpsc::channel::<i64>();
+            let mover = s.spawn(move || {
+                let mut conn = C::open(url);
+                id_tx.send(session_id(&mut conn)).unwrap();
+                match step {
+                    "absorb" => clips_likes_slots::table
+                        .absorb(&[1], &mut conn)
+                        .map(|r| r.moved as i64),
+                    _ => Clip::likes_of(1).set(40, &mut conn).map(|()| 40),
+                }
+                .unwrap()
+            });
+            let mover_id = id.recv().unwrap();
+            assert!(
+                poll_until(Duration::from_secs(10), || waits_on_a_lock(
+                    &mut conn, mover_id
+                )),
+                "{step} never seen waiting on the old-style UPDATE's lock"
+            );
+            commit_tx.send(()).unwrap();
+            old.join().unwrap();
+            let moved = mover.join().unwrap();
+            match step {
+                "absorb" => {
+                    assert_eq!(moved, 501, "the held +1 committed first, then was absorbed");
+                    assert_eq!(column(&mut conn, "likes_count", 1), 0);
+                    assert_eq!(Clip::likes_of(1).total(&mut conn).unwrap(), 503);
+                }
+                _ => {
+                    assert_eq!(
+                        column(&mut conn, "likes_count", 1),
+                        0,
+                        "ordered before the set"
+                    );
+                    assert_eq!(Clip::likes_of(1).total(&mut conn).unwrap(), 40);
+                }
+            }
+        });
+    }
+    conn.batch_execute(&old_style_add("likes_count", 1, 3))
+        .unwrap();
+    assert_eq!(Clip::likes_of(1).total(&mut conn).unwrap(), 43);
+    assert_eq!(slot_rows(&mut conn, "clips_likes_slots"), 1);
+}
