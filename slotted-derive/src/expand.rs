@@ -212,11 +212,13 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 let key_column = &k.column;
                 quote!(<#parent::#key_column as #column_trait>::NAME)
             });
+            // The column's type is checked at the attribute's value.
+            let column_path = respan(&quote!(#parent::#column), column.span());
             quote!(::core::option::Option::Some(#krate::CacheSpec {
                 table: #parent_table,
                 key_columns: &[#(#key_columns),*],
                 column: <#parent::#column as #column_trait>::NAME,
-                bits: #krate::__private::cache_column_bits::<#parent::#column>(),
+                bits: #krate::__private::cache_column_bits::<#column_path>(),
             }))
         }
     };

@@ -185,9 +185,13 @@ fn nested_newtype_keys_roll_up_bucket_and_prefill<C: TestConnection + R2D2Connec
     };
     conn.batch_execute(
         "CREATE TABLE stories (id BIGINT PRIMARY KEY, reads_count BIGINT NOT NULL); \
-         INSERT INTO stories (id, reads_count) VALUES (1, 0), (2, 0), (3, 99)",
+         INSERT INTO stories (id, reads_count) VALUES (1, 0), (2, 0), (3, 0)",
     )
     .unwrap();
+    // Claimed by its first roll-up; then a stale value, which the next one corrects.
+    Story::reads_of(story(3)).refresh_cache(&mut conn).unwrap();
+    conn.batch_execute("UPDATE stories SET reads_count = 99 WHERE id = 3")
+        .unwrap();
     Story::reads_of(story(1)).add(7, &mut conn).unwrap();
     Story::reads_of(story(2)).increment(&mut conn).unwrap();
     let report = stories_reads_slots::table
@@ -320,7 +324,16 @@ fn composite_keys_roll_up_bucket_and_prefill<C: TestConnection + R2D2Connection>
         "CREATE TABLE votes (person_id INTEGER NOT NULL, article_id INTEGER NOT NULL, \
          score_count BIGINT NOT NULL, PRIMARY KEY (person_id, article_id)); \
          INSERT INTO votes (person_id, article_id, score_count) \
-         VALUES (1, 1, 0), (1, 2, 0), (2, 1, 99), (2, 2, 5)",
+         VALUES (1, 1, 0), (1, 2, 0), (2, 1, 0), (2, 2, 0)",
+    )
+    .unwrap();
+    // Claimed by its first roll-up; then stale values, which the next one corrects.
+    Vote::score_of((2, ArticleId(2)))
+        .refresh_cache(&mut conn)
+        .unwrap();
+    conn.batch_execute(
+        "UPDATE votes SET score_count = 99 WHERE person_id = 2 AND article_id = 1; \
+         UPDATE votes SET score_count = 5 WHERE person_id = 2 AND article_id = 2",
     )
     .unwrap();
     Vote::score_of((1, ArticleId(1))).add(7, &mut conn).unwrap();
@@ -717,7 +730,17 @@ mod asynch {
             "CREATE TABLE votes (person_id INTEGER NOT NULL, article_id INTEGER NOT NULL, \
              score_count BIGINT NOT NULL, PRIMARY KEY (person_id, article_id)); \
              INSERT INTO votes (person_id, article_id, score_count) \
-             VALUES (1, 1, 0), (1, 2, 7), (2, 1, 0)",
+             VALUES (1, 1, 0), (1, 2, 0), (2, 1, 0)",
+        )
+        .await
+        .unwrap();
+        // Claimed by its first roll-up; then a stale value, which the next one corrects.
+        Vote::score_of(keys[1])
+            .refresh_cache_async(&mut conn)
+            .await
+            .unwrap();
+        conn.batch_execute(
+            "UPDATE votes SET score_count = 7 WHERE person_id = 1 AND article_id = 2",
         )
         .await
         .unwrap();

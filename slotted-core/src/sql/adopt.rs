@@ -286,6 +286,8 @@ pub(crate) struct Claim<'a>(pub &'a CacheSpec);
 
 impl<DB: CounterBackend> QueryFragment<DB> for Claim<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        // Once per column: not worth a statement kept on the connection.
+        varies_with_batch(&mut out);
         out.push_sql(match DB::DIALECT {
             Dialect::Mysql => "INSERT IGNORE INTO ",
             Dialect::Sqlite | Dialect::Postgres => "INSERT INTO ",
@@ -317,6 +319,8 @@ pub(crate) struct HoldsCounts<'a> {
 
 impl<DB: CounterBackend> QueryFragment<DB> for HoldsCounts<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        // Until the column is claimed: not worth a statement kept on the connection.
+        varies_with_batch(&mut out);
         out.push_sql("SELECT ");
         push_keys_as(&mut out, self.spec, self.column)?;
         out.push_sql(", ");

@@ -35,14 +35,15 @@ impl ::slotted_core::CounterTable for post_votes_score_slots::table {
                 <post_votes::post_id as ::slotted_core::__private::diesel::Column>::NAME,
             ],
             column: <post_votes::score_count as ::slotted_core::__private::diesel::Column>::NAME,
+            bits: ::slotted_core::__private::cache_column_bits::<
+                post_votes::score_count,
+            >(),
         }),
+        adopt: ::core::option::Option::None,
     };
 }
 #[automatically_derived]
 impl ::slotted_core::CachedCounterTable for post_votes_score_slots::table {}
-const _: () = ::slotted_core::__private::assert_cache_column::<
-    post_votes::score_count,
->();
 #[automatically_derived]
 #[allow(dead_code)]
 impl PostVote {

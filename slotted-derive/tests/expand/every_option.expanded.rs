@@ -25,12 +25,22 @@ impl slotted::CounterTable for videos_likes_slots::table {
                 <videos::video_id as slotted::__private::diesel::Column>::NAME,
             ],
             column: <videos::likes_count as slotted::__private::diesel::Column>::NAME,
+            bits: slotted::__private::cache_column_bits::<videos::likes_count>(),
+        }),
+        adopt: ::core::option::Option::Some(slotted::CacheSpec {
+            table: "videos",
+            key_columns: &[
+                <videos::video_id as slotted::__private::diesel::Column>::NAME,
+            ],
+            column: <videos::likes_count as slotted::__private::diesel::Column>::NAME,
+            bits: slotted::__private::cache_column_bits::<videos::likes_count>(),
         }),
     };
 }
 #[automatically_derived]
 impl slotted::CachedCounterTable for videos_likes_slots::table {}
-const _: () = slotted::__private::assert_cache_column::<videos::likes_count>();
+#[automatically_derived]
+impl slotted::AdoptingCounterTable for videos_likes_slots::table {}
 #[automatically_derived]
 #[allow(dead_code)]
 impl Video {
@@ -87,6 +97,7 @@ impl slotted::CounterTable for video_view_slots::table {
         bucket: ::core::option::Option::Some(slotted::BucketWidth::Day),
         prefill: false,
         cache: ::core::option::Option::None,
+        adopt: ::core::option::Option::None,
     };
 }
 #[automatically_derived]
@@ -145,6 +156,7 @@ impl slotted::CounterTable for videos_shares_slots::table {
         bucket: ::core::option::Option::None,
         prefill: true,
         cache: ::core::option::Option::None,
+        adopt: ::core::option::Option::None,
     };
 }
 #[automatically_derived]
@@ -205,6 +217,7 @@ impl slotted::CounterTable for videos_saves::counter {
         bucket: ::core::option::Option::None,
         prefill: false,
         cache: ::core::option::Option::None,
+        adopt: ::core::option::Option::None,
     };
 }
 #[automatically_derived]

@@ -25,14 +25,15 @@ impl ::slotted_core::CounterTable for match_goals_slots::table {
                 <crate::schema::r#match::r#type as ::slotted_core::__private::diesel::Column>::NAME,
             ],
             column: <crate::schema::r#match::goals_count as ::slotted_core::__private::diesel::Column>::NAME,
+            bits: ::slotted_core::__private::cache_column_bits::<
+                crate::schema::r#match::goals_count,
+            >(),
         }),
+        adopt: ::core::option::Option::None,
     };
 }
 #[automatically_derived]
 impl ::slotted_core::CachedCounterTable for match_goals_slots::table {}
-const _: () = ::slotted_core::__private::assert_cache_column::<
-    crate::schema::r#match::goals_count,
->();
 #[automatically_derived]
 #[allow(dead_code)]
 impl r#Match {
@@ -91,6 +92,7 @@ impl ::slotted_core::CounterTable for match_fouls::counter {
         bucket: ::core::option::Option::None,
         prefill: false,
         cache: ::core::option::Option::None,
+        adopt: ::core::option::Option::None,
     };
 }
 #[automatically_derived]

@@ -20,6 +20,7 @@ impl ::slotted_core::CounterTable for pages_views_slots::table {
         bucket: ::core::option::Option::None,
         prefill: false,
         cache: ::core::option::Option::None,
+        adopt: ::core::option::Option::None,
     };
 }
 #[automatically_derived]

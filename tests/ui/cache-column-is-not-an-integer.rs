@@ -3,7 +3,7 @@ use slotted_core::SlottedCounter;
 diesel::table! {
     posts (id) {
         id -> Integer,
-        likes_count -> Integer,
+        likes_count -> Text,
     }
 }
 
