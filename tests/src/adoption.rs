@@ -9,6 +9,7 @@ diesel::table! {
         likes_count -> Integer,
         views_count -> BigInt,
         saves_count -> BigInt,
+        shares_count -> Integer,
     }
 }
 
@@ -18,6 +19,7 @@ diesel::table! {
 #[slotted(counter = likes, slots = 4, adopt = likes_count)]
 #[slotted(counter = views, slots = 4, adopt = views_count, cache = views_count)]
 #[slotted(counter = saves, slots = 4, cache = saves_count)]
+#[slotted(counter = shares, slots = 2, storage = shared, adopt = shares_count)]
 pub struct Clip {
     pub id: i32,
 }
@@ -27,7 +29,8 @@ pub struct Clip {
 pub fn create_clips<C: crate::TestConnection>(conn: &mut C, rows: &[(i32, i32, i64, i64)]) {
     conn.batch_execute(
         "CREATE TABLE clips (id INTEGER PRIMARY KEY, likes_count INTEGER NOT NULL, \
-         views_count BIGINT NOT NULL, saves_count BIGINT NOT NULL)",
+         views_count BIGINT NOT NULL, saves_count BIGINT NOT NULL, \
+         shares_count INTEGER NOT NULL DEFAULT 0)",
     )
     .expect("create clips");
     if !rows.is_empty() {
@@ -35,8 +38,11 @@ pub fn create_clips<C: crate::TestConnection>(conn: &mut C, rows: &[(i32, i32, i
             .iter()
             .map(|(id, likes, views, saves)| format!("({id}, {likes}, {views}, {saves})"))
             .collect();
-        conn.batch_execute(&format!("INSERT INTO clips VALUES {}", values.join(", ")))
-            .expect("insert clips");
+        conn.batch_execute(&format!(
+            "INSERT INTO clips (id, likes_count, views_count, saves_count) VALUES {}",
+            values.join(", ")
+        ))
+        .expect("insert clips");
     }
     conn.run_pending_migrations(slotted_core::CounterMigrations::of::<Clip>())
         .expect("the clips' counter migrations");

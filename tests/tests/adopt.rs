@@ -104,6 +104,20 @@ fn a_total_is_the_column_plus_the_slots_until_absorbed<C: TestConnection>(test: 
     let report = clips_likes_slots::table.absorb(&[2, 3], &mut conn).unwrap();
     assert_eq!((report.records, report.moved), (1, 5), "{report:?}");
     assert_eq!(likes(&mut conn, &[1, 2, 3, 9]), [502, 8, 0, 4]);
+
+    // In the shared table: the same parts, the same moves.
+    conn.batch_execute("UPDATE clips SET shares_count = 30 WHERE id = 1")
+        .unwrap();
+    Clip::shares_of(1).add(2, &mut conn).unwrap();
+    assert_eq!(Clip::shares_of(1).total(&mut conn).unwrap(), 32);
+    let report = clips_shares::counter.absorb_all(10, &mut conn).unwrap();
+    assert_eq!((report.records, report.moved), (1, 30), "{report:?}");
+    let totals = Clip::shares_totals(&[1, 2], &mut conn).unwrap();
+    assert_eq!((totals[&1], totals[&2]), (32, 0));
+    let report = clips_shares::counter.release_all(10, &mut conn).unwrap();
+    assert_eq!((report.records, report.moved), (1, 32), "{report:?}");
+    assert_eq!(column(&mut conn, "shares_count", 1), 32);
+    assert_eq!(Clip::shares_of(1).total(&mut conn).unwrap(), 32);
 }
 
 /// The trap: a `cache` column with counts of its own is never overwritten by a roll-up.
@@ -441,4 +455,70 @@ fn absorb_and_set_wait_out_an_old_style_update<C: TestConnection>(test: &str) {
         .unwrap();
     assert_eq!(Clip::likes_of(1).total(&mut conn).unwrap(), 43);
     assert_eq!(slot_rows(&mut conn, "clips_likes_slots"), 1);
+}
+
+#[cfg(feature = "async")]
+mod asynch {
+    use slotted_core::CounterMaintenance;
+    use slotted_tests::adoption::*;
+    use slotted_tests::asynch::AsyncTestConnection;
+    use slotted_tests::TestConnection;
+
+    slotted_tests::async_backend_tests! {
+        all: [adoption_on_the_async_face],
+    }
+
+    /// The column's part through the async calls: totals, `set`, absorb, the roll-up's claim,
+    /// release.
+    async fn adoption_on_the_async_face<A: AsyncTestConnection>(test: &str) {
+        let Some(db) = slotted_tests::TestDb::new::<A::Sync>(&format!("async_{test}")) else {
+            return;
+        };
+        let mut sync = <A::Sync as TestConnection>::open(&db.url);
+        create_clips(&mut sync, &[(1, 500, 40, 0), (2, 9, 0, 0)]);
+        let mut conn = A::open(&db.url).await;
+        Clip::likes_of(1).add_async(2, &mut conn).await.unwrap();
+        Clip::views_of(1).add_async(2, &mut conn).await.unwrap();
+        let totals = Clip::likes_totals_async(&[1, 2, 3], &mut conn)
+            .await
+            .unwrap();
+        assert_eq!((totals[&1], totals[&2], totals[&3]), (502, 9, 0));
+        Clip::likes_of(2).set_async(4, &mut conn).await.unwrap();
+        assert_eq!(Clip::likes_of(2).total_async(&mut conn).await.unwrap(), 4);
+
+        let report = clips_likes_slots::table
+            .absorb_all_async(1, &mut conn)
+            .await
+            .unwrap();
+        assert_eq!((report.records, report.moved), (1, 500), "{report:?}");
+        let report = clips_views_slots::table
+            .absorb_async(&[1, 2], &mut conn)
+            .await
+            .unwrap();
+        assert_eq!((report.records, report.moved), (1, 40), "{report:?}");
+        let error = clips_saves_slots::table
+            .refresh_cache_all_async(10, &mut conn)
+            .await;
+        assert!(error.is_ok(), "every saves_count is 0: claimed");
+        clips_views_slots::table
+            .refresh_cache_all_async(10, &mut conn)
+            .await
+            .unwrap();
+        assert_eq!(Clip::views_of(1).total_async(&mut conn).await.unwrap(), 42);
+        assert_eq!(
+            sync.query_i64("SELECT views_count AS n FROM clips WHERE id = 1"),
+            42
+        );
+        let report = clips_likes_slots::table
+            .release_all_async(10, &mut conn)
+            .await
+            .unwrap();
+        assert_eq!((report.records, report.moved), (2, 506), "{report:?}");
+        let totals = Clip::likes_totals_async(&[1, 2], &mut conn).await.unwrap();
+        assert_eq!((totals[&1], totals[&2]), (502, 4));
+        assert_eq!(
+            sync.query_i64("SELECT COUNT(*) AS n FROM clips_likes_slots"),
+            0
+        );
+    }
 }
