@@ -465,7 +465,13 @@ mod galera {
 
         // Roll-up on node 1 of counts written on node 2 and 3, read on every node.
         conns[0]
-            .batch_execute("INSERT INTO articles (id, likes_count) VALUES (1, 0), (2, 0), (3, 42)")
+            .batch_execute("INSERT INTO articles (id, likes_count) VALUES (1, 0), (2, 0), (3, 0)")
+            .unwrap();
+        // The roll-up's column (claimed on its first roll-up); then a stale value in it, which the
+        // next roll-up corrects.
+        Article::likes_of(3).refresh_cache(&mut conns[0]).unwrap();
+        conns[0]
+            .batch_execute("UPDATE articles SET likes_count = 42 WHERE id = 3")
             .unwrap();
         for (n, conn) in conns.iter_mut().enumerate().skip(1) {
             Article::likes_of(1).add(n as i64, conn).unwrap();
@@ -699,6 +705,116 @@ mod galera {
                 .collect::<Vec<_>>()
         });
         assert_eq!(cached, acked[1..]);
+    }
+
+    /// Issue 25 on the cluster: old binaries' `UPDATE clips SET likes_count = likes_count + 1` and
+    /// new binaries' increments on every node, while absorb moves the column into the slots a
+    /// record at a time and compaction loops on the last node: every total equals the column's
+    /// start plus every acknowledged add of both kinds, on every node.
+    #[test]
+    fn an_adopted_column_moves_exactly_beside_old_and_new_writers_on_every_node() {
+        use slotted_tests::adoption::{clips_likes_slots, create_clips, old_style_add, Clip};
+        let Some(cluster) = Cluster::migrated("adopted_column") else {
+            return;
+        };
+        const KEYS: i32 = 3;
+        const WRITES: usize = 120;
+        let mut setup = cluster.open(0);
+        create_clips(
+            &mut setup,
+            &[(1, 100, 0, 0), (2, 100, 0, 0), (3, 100, 0, 0)],
+        );
+        drop(setup);
+        let done = Stop::new();
+        let (acked, absorbed) = std::thread::scope(|scope| {
+            let _done = done.on_exit();
+            let maintenance = scope.spawn(|| {
+                let mut conn = cluster.open(cluster.urls.len() - 1);
+                let (mut moved, mut k) = (0i128, 0);
+                while !done.is_set() {
+                    k = k % KEYS + 1;
+                    match clips_likes_slots::table.absorb(&[k], &mut conn) {
+                        Ok(report) => moved += report.moved,
+                        Err(e) if e.is_retryable() => {}
+                        Err(e) => panic!("absorb: {e}"),
+                    }
+                    match clips_likes_slots::table.compact_all(2, &mut conn) {
+                        Ok(_) => {}
+                        Err(e) if e.is_retryable() => {}
+                        Err(e) => panic!("compaction: {e}"),
+                    }
+                }
+                moved
+            });
+            let writers: Vec<_> = cluster
+                .nodes()
+                .flat_map(|n| [(n, true), (n, false)])
+                .map(|(n, old)| {
+                    let cluster = &cluster;
+                    scope.spawn(move || {
+                        let mut conn = cluster.open(n);
+                        let mut acked = vec![0i64; KEYS as usize + 1];
+                        let policy = RetryPolicy {
+                            max_retries: 100,
+                            ..RetryPolicy::default()
+                        };
+                        for i in 0..WRITES {
+                            let key = ((i + n) % KEYS as usize) as i32 + 1;
+                            if old {
+                                // An old binary: no retry; a certification conflict loses the
+                                // write, and says so.
+                                match conn.batch_execute(&old_style_add("likes_count", key, 1)) {
+                                    Ok(()) => acked[key as usize] += 1,
+                                    Err(DieselError::DatabaseError(_, info))
+                                        if info.message().starts_with("Deadlock found") => {}
+                                    Err(e) => panic!("old-style writer: {e}"),
+                                }
+                            } else {
+                                transaction_with_retry(&mut conn, &policy, |c| {
+                                    Clip::likes_of(key).increment(c)
+                                })
+                                .expect("a retried transaction commits");
+                                acked[key as usize] += 1;
+                            }
+                        }
+                        acked
+                    })
+                })
+                .collect();
+            let mut acked = vec![0i64; KEYS as usize + 1];
+            for writer in writers {
+                for (sum, n) in acked.iter_mut().zip(writer.join().unwrap()) {
+                    *sum += n;
+                }
+            }
+            done.set();
+            (acked, maintenance.join().unwrap())
+        });
+        println!(
+            "absorbed {absorbed} beside {} acknowledged adds",
+            acked.iter().sum::<i64>()
+        );
+        assert!(absorbed > 0, "absorb moved counts beside the writers");
+        let totals = cluster.same_everywhere("totals", |c| {
+            let keys: Vec<i32> = (1..=KEYS).collect();
+            let totals = Clip::likes_totals(&keys, c).unwrap();
+            keys.iter().map(|k| totals[k]).collect::<Vec<_>>()
+        });
+        let expected: Vec<i64> = (1..=KEYS).map(|k| 100 + acked[k as usize]).collect();
+        assert_eq!(totals, expected);
+        // The end of the switch, then every row's column is 0 and the totals unchanged.
+        let mut conn = cluster.open_causal(0);
+        clips_likes_slots::table.absorb_all(10, &mut conn).unwrap();
+        let columns = cluster.same_everywhere("columns", |c| {
+            c.query_i64("SELECT CAST(SUM(likes_count) AS SIGNED) AS n FROM clips")
+        });
+        assert_eq!(columns, 0);
+        let after = cluster.same_everywhere("totals after absorb_all", |c| {
+            (1..=KEYS)
+                .map(|k| Clip::likes_of(k).total(c).unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(after, expected);
     }
 
     /// Writers on every node in business transactions (two counters of two records, held open
