@@ -24,6 +24,22 @@ pub struct Clip {
     pub id: i32,
 }
 
+diesel::table! {
+    post_aggregates (post_id) {
+        post_id -> Integer,
+        likes -> BigInt,
+    }
+}
+
+/// An aggregates row kept by a database trigger (`AFTER INSERT ON post_likes`), as a federated
+/// forum keeps its `post_aggregates`: the counter adopts the trigger's column.
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = post_aggregates, primary_key(post_id))]
+#[slotted(counter = likes, slots = 8, adopt = likes, cache = likes)]
+pub struct PostAggregate {
+    pub post_id: i32,
+}
+
 /// The `clips` table with these rows `(id, likes_count, views_count, saves_count)`, and the
 /// counters' migrations.
 pub fn create_clips<C: crate::TestConnection>(conn: &mut C, rows: &[(i32, i32, i64, i64)]) {

@@ -28,6 +28,7 @@ backend_tests! {
         old_and_new_writers_absorb_compaction_and_roll_ups_count_exactly,
     ],
     servers: [absorb_and_set_wait_out_an_old_style_update],
+    postgres: [a_column_a_trigger_keeps_moves_onto_slots],
 }
 
 fn setup<C: TestConnection>(test: &str, rows: &[(i32, i32, i64, i64)]) -> Option<(TestDb, C)> {
@@ -519,6 +520,112 @@ mod asynch {
         assert_eq!(
             sync.query_i64("SELECT COUNT(*) AS n FROM clips_likes_slots"),
             0
+        );
+    }
+}
+
+/// The guide's trigger example (docs/guide/adopting.md), on PostgreSQL: `post_aggregates.likes`
+/// is bumped by an `AFTER INSERT` trigger on `post_likes`.
+/// 1. The counter adopts the column: every like the trigger counted is in the total.
+/// 2. The trigger's function is replaced (`CREATE OR REPLACE FUNCTION`, one statement) by one
+///    that adds to a slot instead: the aggregates row is no longer a hot row. Likes inserted
+///    by writers throughout, before, during and after the swap, are each counted once.
+/// 3. `absorb_all` moves the column into the slots; the first roll-up then makes the column the
+///    cache, and totals still equal the likes rows.
+#[cfg(feature = "postgres")]
+fn a_column_a_trigger_keeps_moves_onto_slots<C: TestConnection>(test: &str) {
+    use diesel_migrations::MigrationHarness;
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    conn.batch_execute(
+        "CREATE TABLE post_aggregates (post_id INTEGER PRIMARY KEY, likes BIGINT NOT NULL DEFAULT 0);
+         CREATE TABLE post_likes (id BIGSERIAL PRIMARY KEY, post_id INTEGER NOT NULL);
+         INSERT INTO post_aggregates (post_id) SELECT g FROM generate_series(1, 4) g;
+         CREATE FUNCTION post_likes_count() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             UPDATE post_aggregates SET likes = likes + 1 WHERE post_id = NEW.post_id;
+             RETURN NULL;
+         END $$;
+         CREATE TRIGGER post_likes_count AFTER INSERT ON post_likes
+             FOR EACH ROW EXECUTE FUNCTION post_likes_count();
+         INSERT INTO post_likes (post_id) SELECT 1 + g % 4 FROM generate_series(1, 100) g;",
+    )
+    .unwrap();
+    conn.run_pending_migrations(slotted_core::CounterMigrations::of::<PostAggregate>())
+        .unwrap();
+    let likes_rows = |conn: &mut C, post: i32| {
+        conn.query_i64(&format!(
+            "SELECT COUNT(*) AS n FROM post_likes WHERE post_id = {post}"
+        ))
+    };
+    assert_eq!(PostAggregate::likes_of(1).total(&mut conn).unwrap(), 25);
+
+    let url = db.url.as_str();
+    let swapped = std::thread::scope(|s| {
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                s.spawn(move || {
+                    let mut conn = C::open(url);
+                    for i in 0..150 {
+                        conn.batch_execute(&format!(
+                            "INSERT INTO post_likes (post_id) VALUES ({})",
+                            1 + (i + w) % 4
+                        ))
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        // The swap: the trigger now adds to a slot of the record (random, as `strategy = random`
+        // writes), never to the aggregates row.
+        C::open(url)
+            .batch_execute(
+                "CREATE OR REPLACE FUNCTION post_likes_count() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN
+                     INSERT INTO post_aggregates_likes_slots (record_id, slot, count)
+                     VALUES (NEW.post_id, floor(random() * 8)::smallint, 1)
+                     ON CONFLICT (record_id, slot)
+                     DO UPDATE SET count = post_aggregates_likes_slots.count + 1;
+                     RETURN NULL;
+                 END $$",
+            )
+            .unwrap();
+        let mut absorber = C::open(url);
+        let moved = post_aggregates_likes_slots::table
+            .absorb_all(2, &mut absorber)
+            .unwrap();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        moved
+    });
+    assert!(swapped.moved > 0, "{swapped:?}");
+    for post in 1..=4 {
+        assert_eq!(
+            PostAggregate::likes_of(post).total(&mut conn).unwrap(),
+            likes_rows(&mut conn, post),
+            "post {post}"
+        );
+    }
+    // After the swap nothing writes the column: a last absorb empties it, and the first roll-up
+    // makes it the cache.
+    post_aggregates_likes_slots::table
+        .absorb_all(10, &mut conn)
+        .unwrap();
+    post_aggregates_likes_slots::table
+        .refresh_cache_all(10, &mut conn)
+        .unwrap();
+    for post in 1..=4 {
+        let cached = conn.query_i64(&format!(
+            "SELECT likes AS n FROM post_aggregates WHERE post_id = {post}"
+        ));
+        assert_eq!(cached, likes_rows(&mut conn, post), "post {post}'s cache");
+        assert_eq!(
+            PostAggregate::likes_of(post).total(&mut conn).unwrap(),
+            cached
         );
     }
 }
