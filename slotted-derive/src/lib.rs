@@ -127,7 +127,8 @@ use proc_macro::TokenStream;
 ///   ```
 ///
 /// * `cache = likes_count`: a column of the model's own Diesel table that `refresh_cache` copies
-///   the total into. It must be `BigInt`, which is checked at compile time. Default: none.
+///   the total into. It must be `BigInt` or `Integer`, which is checked at compile time; the
+///   first roll-up takes it over only if every row holds 0 there. Default: none.
 ///
 ///   ```ignore
 ///   diesel::table! { posts (id) { id -> Integer, likes_count -> BigInt, } }
@@ -136,6 +137,15 @@ use proc_macro::TokenStream;
 ///   #[diesel(table_name = posts)]
 ///   #[slotted(counter = likes, slots = 16, cache = likes_count)]
 ///   pub struct Post { pub id: i32, pub likes_count: i64 }
+///   ```
+///
+/// * `adopt = likes_count`: an existing counter column of the model's own table (`BigInt` or
+///   `Integer`) that old code still bumps: a total is that column plus the slots, until
+///   `absorb_all` moves the column into the slots. With `cache` on the same column, the column
+///   becomes the roll-up's cache once absorbed. Not with `bucket`. Default: none.
+///
+///   ```ignore
+///   #[slotted(counter = likes, slots = 16, adopt = likes_count, cache = likes_count)]
 ///   ```
 ///
 /// * `storage = shared`: keep the counter in the one `slotted_counters` table shared by every
