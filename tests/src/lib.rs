@@ -10,8 +10,8 @@ use diesel::sql_types::{BigInt, Text};
 use diesel_migrations::MigrationHarness;
 use slotted_core::{CounterConnection, SlottedCounter};
 
-#[cfg(feature = "async")]
 pub mod adoption;
+#[cfg(feature = "async")]
 pub mod asynch;
 pub mod keys;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
