@@ -10,13 +10,17 @@ diesel::table! {
         views_count -> BigInt,
         saves_count -> BigInt,
         shares_count -> Integer,
+        likes_total -> BigInt,
     }
 }
 
-/// A clip with three counter columns, as an application keeps them before slotted.
+/// A clip with counter columns as an application keeps them before slotted: `likes_count`
+/// adopted (its roll-up into a column of its own, `likes_total`), `views_count` adopted and kept
+/// as the cache once absorbed, `saves_count` a plain cache, `shares_count` adopted in the
+/// shared table.
 #[derive(Debug, Clone, SlottedCounter)]
 #[diesel(table_name = clips)]
-#[slotted(counter = likes, slots = 4, adopt = likes_count)]
+#[slotted(counter = likes, slots = 4, adopt = likes_count, cache = likes_total)]
 #[slotted(counter = views, slots = 4, adopt = views_count, cache = views_count)]
 #[slotted(counter = saves, slots = 4, cache = saves_count)]
 #[slotted(counter = shares, slots = 2, storage = shared, adopt = shares_count)]
@@ -46,7 +50,7 @@ pub fn create_clips<C: crate::TestConnection>(conn: &mut C, rows: &[(i32, i32, i
     conn.batch_execute(
         "CREATE TABLE clips (id INTEGER PRIMARY KEY, likes_count INTEGER NOT NULL, \
          views_count BIGINT NOT NULL, saves_count BIGINT NOT NULL, \
-         shares_count INTEGER NOT NULL DEFAULT 0)",
+         shares_count INTEGER NOT NULL DEFAULT 0, likes_total BIGINT NOT NULL DEFAULT 0)",
     )
     .expect("create clips");
     if !rows.is_empty() {

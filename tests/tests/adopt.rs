@@ -287,9 +287,13 @@ fn old_and_new_writers_absorb_compaction_and_roll_ups_count_exactly<C: TestConne
             let mut runs = 0;
             while !stop.is_set() {
                 let id = 1 + dice.below(RECORDS as u64) as i32;
-                let job = match dice.below(3) {
+                let job = match dice.below(4) {
                     0 => clips_likes_slots::table
                         .absorb(&[id], &mut conn)
+                        .map(|_| ()),
+                    // A roll-up of column + slots into `likes_total`, beside both kinds of writer.
+                    3 => clips_likes_slots::table
+                        .refresh_cache_all(2, &mut conn)
                         .map(|_| ()),
                     1 => clips_views_slots::table
                         .absorb(&[id, id % RECORDS + 1], &mut conn)
@@ -331,6 +335,15 @@ fn old_and_new_writers_absorb_compaction_and_roll_ups_count_exactly<C: TestConne
         assert_eq!(views[&id], expected[id as usize][1], "views of {id}");
     }
     // The end of the switch: absorb everything, then the views column becomes the cache.
+    clips_likes_slots::table
+        .refresh_cache_all(4, &mut conn)
+        .unwrap();
+    for id in 1..=RECORDS {
+        assert_eq!(
+            column(&mut conn, "likes_total", id),
+            expected[id as usize][0]
+        );
+    }
     clips_likes_slots::table.absorb_all(4, &mut conn).unwrap();
     clips_views_slots::table.absorb_all(4, &mut conn).unwrap();
     clips_views_slots::table
@@ -469,6 +482,86 @@ mod asynch {
 
     slotted_tests::async_backend_tests! {
         all: [adoption_on_the_async_face],
+        servers: [absorb_and_set_async_wait_out_an_old_style_update],
+    }
+
+    /// Sessions of this test's database waiting on a lock right now.
+    fn waiting_here<C: TestConnection>(conn: &mut C) -> i64 {
+        conn.query_i64(match C::NAME {
+            "postgres" => {
+                "SELECT COUNT(*) AS n FROM pg_stat_activity \
+                 WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            }
+            _ => {
+                "SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t \
+                 JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
+                 WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"
+            }
+        })
+    }
+
+    /// The sync interleaving's steps on the async face: an old-style `UPDATE` held open on a
+    /// row; `absorb_async`, then `set_async`, seen waiting on its lock; each ordered after it.
+    async fn absorb_and_set_async_wait_out_an_old_style_update<A: AsyncTestConnection>(test: &str) {
+        use std::time::{Duration, Instant};
+        let Some(db) = slotted_tests::TestDb::new::<A::Sync>(&format!("async_{test}")) else {
+            return;
+        };
+        let mut sync = <A::Sync as TestConnection>::open(&db.url);
+        create_clips(&mut sync, &[(1, 500, 0, 0)]);
+        for step in ["absorb", "set"] {
+            let (held_tx, held) = std::sync::mpsc::channel::<()>();
+            let (commit_tx, commit) = std::sync::mpsc::channel::<()>();
+            let url = db.url.clone();
+            let old = std::thread::spawn(move || {
+                let mut conn = <A::Sync as TestConnection>::open(&url);
+                diesel::Connection::transaction(&mut conn, |conn| {
+                    diesel::connection::SimpleConnection::batch_execute(
+                        conn,
+                        &old_style_add("likes_count", 1, 1),
+                    )?;
+                    held_tx.send(()).unwrap();
+                    commit.recv().unwrap();
+                    Ok::<_, diesel::result::Error>(())
+                })
+                .unwrap();
+            });
+            held.recv().unwrap();
+            let url = db.url.clone();
+            let mover = tokio::spawn(async move {
+                let mut conn = A::open(&url).await;
+                match step {
+                    "absorb" => clips_likes_slots::table
+                        .absorb_async(&[1], &mut conn)
+                        .await
+                        .map(|r| r.moved as i64),
+                    _ => Clip::likes_of(1)
+                        .set_async(40, &mut conn)
+                        .await
+                        .map(|()| 40),
+                }
+                .unwrap()
+            });
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while waiting_here(&mut sync) == 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "{step} never seen waiting on the lock"
+                );
+                tokio::time::sleep(Duration::from_millis(150)).await;
+            }
+            commit_tx.send(()).unwrap();
+            old.join().unwrap();
+            let moved = mover.await.unwrap();
+            match step {
+                "absorb" => assert_eq!(moved, 501, "the held +1 committed first, then absorbed"),
+                _ => assert_eq!(
+                    Clip::likes_of(1).total(&mut sync).unwrap(),
+                    40,
+                    "the held +1 ordered before the set"
+                ),
+            }
+        }
     }
 
     /// The column's part through the async calls: totals, `set`, absorb, the roll-up's claim,
