@@ -72,3 +72,20 @@ pub fn create_clips<C: crate::TestConnection>(conn: &mut C, rows: &[(i32, i32, i
 pub fn old_style_add(column: &str, id: i32, delta: i64) -> String {
     format!("UPDATE clips SET {column} = {column} + {delta} WHERE id = {id}")
 }
+
+diesel::table! {
+    clip_days (clip_id, day) {
+        clip_id -> Integer,
+        day -> Integer,
+        plays -> Integer,
+    }
+}
+
+/// A composite key whose column is adopted: a clip's plays per day.
+#[derive(Debug, Clone, SlottedCounter)]
+#[diesel(table_name = clip_days, primary_key(clip_id, day))]
+#[slotted(counter = plays, slots = 2, adopt = plays)]
+pub struct ClipDay {
+    pub clip_id: i32,
+    pub day: i32,
+}

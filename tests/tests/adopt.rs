@@ -28,6 +28,7 @@ backend_tests! {
         the_adopted_column_becomes_the_cache_once_absorbed,
         release_moves_the_slots_back_into_the_column,
         old_and_new_writers_absorb_compaction_and_roll_ups_count_exactly,
+        a_composite_key_adopts_its_column,
     ],
     servers: [absorb_and_set_wait_out_an_old_style_update],
     postgres: [a_column_a_trigger_keeps_moves_onto_slots],
@@ -228,6 +229,54 @@ fn release_moves_the_slots_back_into_the_column<C: TestConnection>(test: &str) {
     // Only the two records that could not move keep slot rows.
     let kept = conn.query_i64("SELECT COUNT(DISTINCT record_id) AS n FROM clips_likes_slots");
     assert_eq!(kept, 2);
+}
+
+/// A composite key's column: the parts joined on both key columns, absorb and release paging
+/// through keys that share their first column.
+fn a_composite_key_adopts_its_column<C: TestConnection>(test: &str) {
+    use diesel_migrations::MigrationHarness;
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    conn.batch_execute(
+        "CREATE TABLE clip_days (clip_id INTEGER NOT NULL, day INTEGER NOT NULL, \
+         plays INTEGER NOT NULL, PRIMARY KEY (clip_id, day)); \
+         INSERT INTO clip_days VALUES (1, 1, 10), (1, 2, 20), (2, 1, 30)",
+    )
+    .unwrap();
+    conn.run_pending_migrations(slotted_core::CounterMigrations::of::<ClipDay>())
+        .unwrap();
+    ClipDay::plays_of((1, 2)).add(5, &mut conn).unwrap();
+    ClipDay::plays_of((2, 2)).add(1, &mut conn).unwrap();
+    let keys = [(1, 1), (1, 2), (2, 1), (2, 2), (3, 3)];
+    let totals = |conn: &mut C| {
+        let totals = ClipDay::plays_totals(&keys, conn).unwrap();
+        keys.iter().map(|k| totals[k]).collect::<Vec<i64>>()
+    };
+    assert_eq!(totals(&mut conn), [10, 25, 30, 1, 0]);
+    let report = clip_days_plays_slots::table
+        .absorb_all(1, &mut conn)
+        .unwrap();
+    assert_eq!((report.records, report.moved), (3, 60), "{report:?}");
+    assert_eq!(totals(&mut conn), [10, 25, 30, 1, 0]);
+    let report = clip_days_plays_slots::table
+        .release_all(1, &mut conn)
+        .unwrap();
+    assert_eq!((report.records, report.moved), (3, 65), "{report:?}");
+    assert_eq!(report.failed.len(), 1, "(2, 2) has no row: {report:?}");
+    assert_eq!(totals(&mut conn), [10, 25, 30, 1, 0]);
+    let sum: i64 =
+        [(1, 1), (1, 2), (2, 1)]
+            .iter()
+            .map(|(c, d)| {
+                conn.query_i64(&format!(
+                "SELECT CAST(plays AS {}) AS n FROM clip_days WHERE clip_id = {c} AND day = {d}",
+                if C::NAME == "mysql" { "SIGNED" } else { "BIGINT" }
+            ))
+            })
+            .sum();
+    assert_eq!(sum, 65);
 }
 
 /// A witness of every old-style and new add acknowledged, against the totals at the end.

@@ -126,6 +126,11 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
     slotted_tests::keys::migrations()
         .write_diesel_cli_folders(dir.join("migrations"), dialect::<C>())
         .unwrap();
+    // A model with `cache` and `adopt` counters: its folders add `slotted_columns`.
+    let adopting = slotted_core::CounterMigrations::of::<slotted_tests::adoption::Clip>();
+    adopting
+        .write_diesel_cli_folders(dir.join("migrations"), dialect::<C>())
+        .unwrap();
 
     let run = [
         "migration",
@@ -157,6 +162,8 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
         declared::<keys::releases_downloads_slots::table>(),
         declared::<keys::tallies_hits_slots::table>(),
         declared::<keys::version_downloads_downloads_slots::table>(),
+        // Counters that adopt a column, in their own table and the shared one.
+        declared::<slotted_tests::adoption::clips_likes_slots::table>(),
     ];
     // The key types one backend maps: MySQL's unsigned integers, PostgreSQL's UUIDs.
     #[cfg(feature = "mysql")]
@@ -204,6 +211,17 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
         .check_diesel_toml(&toml)
         .expect("the filter keeps every counter table out");
     let filtered = diesel(&["print-schema", "--database-url", &db.url], &dir).unwrap();
+    assert!(
+        schema.contains("slotted_columns (table_name, column_name)"),
+        "the claims table:\n{schema}"
+    );
+    assert!(
+        adopting
+            .print_schema_filter()
+            .contains("\"^slotted_columns$\""),
+        "{}",
+        adopting.print_schema_filter()
+    );
     for table in [
         "posts_likes_slots",
         "posts_views_slots",
