@@ -234,7 +234,6 @@ fn release_moves_the_slots_back_into_the_column<C: TestConnection>(test: &str) {
 /// A composite key's column: the parts joined on both key columns, absorb and release paging
 /// through keys that share their first column.
 fn a_composite_key_adopts_its_column<C: TestConnection>(test: &str) {
-    use diesel_migrations::MigrationHarness;
     let Some(db) = TestDb::new::<C>(test) else {
         return;
     };
