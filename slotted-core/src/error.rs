@@ -121,6 +121,24 @@ pub enum Error {
         value: i64,
     },
 
+    /// A roll-up into a column the counter adopts (`adopt` and `cache` on the same column): the
+    /// column holds counts of its own until `absorb_all` moves them into the slots and takes the
+    /// column over for the roll-up, which it does only then, as the act that says no old writer
+    /// is left. Nothing was written.
+    #[error(
+        "counter `{counter}`: the column `{table}`.`{column}` is adopted and holds counts of its \
+         own: run `absorb_all` once no old binary writes it, which makes it the roll-up's cache; \
+         nothing was written"
+    )]
+    ColumnNotAbsorbed {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The model's table.
+        table: &'static str,
+        /// The column.
+        column: &'static str,
+    },
+
     /// The adopted column is a roll-up cache already (its first roll-up found it absorbed): it
     /// holds copies of the totals, not counts, so moving it into the slots (`absorb`) or the
     /// slots into it (`release`) would count twice. Nothing was written.

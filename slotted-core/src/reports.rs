@@ -95,10 +95,15 @@ pub struct MoveReport {
     pub failed: Vec<RecordFailure>,
     /// Records left for a later pass because concurrent writers won over them every time.
     pub skipped: Vec<RecordFailure>,
+    /// `absorb_all` of a counter that adopts its cache column: every row was found at 0 after
+    /// the pass, and the roll-up owns the column from now on. `false` while a row still holds a
+    /// count (a writer of the column is still running): run it again.
+    pub took_over_cache: bool,
 }
 
 impl std::ops::AddAssign for MoveReport {
     fn add_assign(&mut self, other: Self) {
+        self.took_over_cache |= other.took_over_cache;
         self.records += other.records;
         self.moved += other.moved;
         self.batches += other.batches;

@@ -34,7 +34,11 @@ impl<DB: CounterBackend> diesel::deserialize::QueryableByName<DB> for Count {
 }
 
 /// Whether `column` is a roll-up's cache (claimed).
-async fn claimed<E: Exec>(exec: &mut E, spec: &CounterSpec, column: &CacheSpec) -> Result<bool> {
+pub(crate) async fn claimed<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    column: &CacheSpec,
+) -> Result<bool> {
     let rows = exec
         .load::<_, Count>(Claimed(column))
         .await
@@ -42,10 +46,17 @@ async fn claimed<E: Exec>(exec: &mut E, spec: &CounterSpec, column: &CacheSpec) 
     Ok(rows.first().is_some_and(|n| n.0 > 0))
 }
 
-/// Before a roll-up writes into `column`: the column must be the roll-up's. It becomes so the
-/// first time every row holds 0 there (a new column, or one whose counts were absorbed);
-/// while some row holds a count of its own, the roll-up fails with
-/// [`Error::ColumnHoldsCounts`] and writes nothing.
+/// Whether `cache` is the column the counter adopts.
+fn adopts(spec: &CounterSpec, cache: &CacheSpec) -> bool {
+    spec.adopt
+        .is_some_and(|a| a.table == cache.table && a.column == cache.column)
+}
+
+/// Before a roll-up writes into `column`: the column must be the roll-up's. A plain cache
+/// column becomes so the first time every row holds 0 there (a new column); while some row holds
+/// a count of its own, the roll-up fails with [`Error::ColumnHoldsCounts`] and writes nothing. A
+/// column the counter adopts becomes so only through `absorb_all` ([`take_over_after_absorb`]):
+/// until then [`Error::ColumnNotAbsorbed`].
 pub(crate) async fn claim<E: Exec>(
     exec: &mut E,
     spec: &CounterSpec,
@@ -54,6 +65,19 @@ pub(crate) async fn claim<E: Exec>(
     if claimed(exec, spec, column).await? {
         return Ok(());
     }
+    if adopts(spec, column) {
+        return Err(Error::ColumnNotAbsorbed {
+            counter: spec.qualified_name(),
+            table: column.table,
+            column: column.column,
+        });
+    }
+    take_over(exec, spec, column).await
+}
+
+/// Makes `column` the roll-up's when every row holds 0 there; [`Error::ColumnHoldsCounts`]
+/// otherwise.
+async fn take_over<E: Exec>(exec: &mut E, spec: &CounterSpec, column: &CacheSpec) -> Result<()> {
     let holding: Vec<ColumnValue> =
         load_keyed(exec, HoldsCounts { spec, column }, spec.key_column_kinds())
             .await
@@ -71,6 +95,22 @@ pub(crate) async fn claim<E: Exec>(
         .await
         .map_err(|e| database_error(spec, e))?;
     Ok(())
+}
+
+/// After a whole `absorb_all` pass of a counter whose cache is its adopted column: takes the
+/// column over for the roll-up if every row now holds 0 there. Whether it did.
+pub(crate) async fn take_over_after_absorb<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+) -> Result<bool> {
+    let Some(cache) = spec.cache.as_ref().filter(|c| adopts(spec, c)) else {
+        return Ok(false);
+    };
+    match take_over(exec, spec, cache).await {
+        Ok(()) => Ok(true),
+        Err(Error::ColumnHoldsCounts { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Fails with [`Error::ColumnIsCache`] when the adopted `column` is a roll-up's cache: its

@@ -362,8 +362,8 @@ pub trait CounterMaintenance: CounterTable {
     /// with old-style writers of the column and new writers of the slots going on; run it once
     /// no old-style writer is left, and again after a rolled-back deploy put one back. It can be
     /// stopped at any point and run again: a record already absorbed holds 0 and is skipped.
-    /// Fails with [`Error::ColumnIsCache`](crate::Error::ColumnIsCache) once a roll-up owns the
-    /// column.
+    /// Once the column is the roll-up's cache (see [`absorb_all`](Self::absorb_all)) it moves
+    /// nothing.
     fn absorb<C: CounterConnection>(self, keys: &[Self::Key], conn: &mut C) -> Result<MoveReport>
     where
         Self: AdoptingCounterTable,
@@ -391,6 +391,9 @@ pub trait CounterMaintenance: CounterTable {
     }
 
     /// [`absorb`](Self::absorb) for every row of the model's table, in pages of `batch` keys.
+    /// For a counter whose `cache` is the adopted column, the end of the pass takes the column
+    /// over as the roll-up's cache when every row holds 0 ([`MoveReport::took_over_cache`]):
+    /// run it only once no old binary writes the column.
     fn absorb_all<C: CounterConnection>(self, batch: usize, conn: &mut C) -> Result<MoveReport>
     where
         Self: AdoptingCounterTable,

@@ -184,7 +184,13 @@ async fn absorb<T: CounterTable, E: Exec>(exec: &mut E, keys: &[T::Key]) -> Resu
         return Ok(MoveReport::default());
     };
     let keys = fold::sorted_keys::<E::Backend, _>(spec, keys)?;
-    adopt::refuse_cache(exec, spec, column, "absorb").await?;
+    // A column the roll-up took over holds copies of totals: nothing left to absorb.
+    if adopt::claimed(exec, spec, column).await? {
+        return Ok(MoveReport {
+            took_over_cache: true,
+            ..MoveReport::default()
+        });
+    }
     let (mut pace, mut report) = (Pace::new(MAINTENANCE_BATCH), MoveReport::default());
     let done = paced!(exec, &mut pace, &keys, &mut report, |batch| {
         adopt::absorb(exec, spec, column, batch)
@@ -242,10 +248,22 @@ async fn absorb_all<T: CounterTable, E: Exec>(exec: &mut E, batch: usize) -> Res
     let Some(column) = &spec.adopt else {
         return Ok(MoveReport::default());
     };
-    adopt::refuse_cache(exec, spec, column, "absorb").await?;
-    for_each_key_page!(exec, spec, batch, Some(column), |keys| adopt::absorb(
+    // A column the roll-up took over holds copies of totals: nothing left to absorb.
+    if adopt::claimed(exec, spec, column).await? {
+        return Ok(MoveReport {
+            took_over_cache: true,
+            ..MoveReport::default()
+        });
+    }
+    let mut report = for_each_key_page!(exec, spec, batch, Some(column), |keys| adopt::absorb(
         exec, spec, column, keys
-    ))
+    ))?;
+    // The pass is the act that says no old writer is left: a cache on the same column is the
+    // roll-up's from now on, if every row holds 0.
+    report.took_over_cache = adopt::take_over_after_absorb(exec, spec)
+        .await
+        .map_err(|e| stopped(exec, report.clone(), e))?;
+    Ok(report)
 }
 
 async fn release_all<T: CounterTable, E: Exec>(exec: &mut E, batch: usize) -> Result<MoveReport> {
