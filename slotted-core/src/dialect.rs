@@ -319,6 +319,8 @@ mod pg_keys {
     const INT8: u32 = 20;
     const TEXT: u32 = 25;
     const VARCHAR: u32 = 1043;
+    const BPCHAR: u32 = 1042;
+    const NAME: u32 = 19;
     #[cfg(feature = "uuid")]
     const UUID: u32 = 2950;
     #[cfg(feature = "chrono")]
@@ -329,7 +331,9 @@ mod pg_keys {
             INT2 => RawPart::SmallInt(<i16 as FromSql<SmallInt, Pg>>::from_sql(value)?),
             INT4 => RawPart::Integer(<i32 as FromSql<Integer, Pg>>::from_sql(value)?),
             INT8 => RawPart::BigInt(<i64 as FromSql<BigInt, Pg>>::from_sql(value)?),
-            TEXT | VARCHAR => RawPart::Text(<String as FromSql<Text, Pg>>::from_sql(value)?),
+            TEXT | VARCHAR | BPCHAR | NAME => {
+                RawPart::Text(<String as FromSql<Text, Pg>>::from_sql(value)?)
+            }
             #[cfg(feature = "uuid")]
             UUID => RawPart::Uuid(
                 <uuid::Uuid as FromSql<diesel::sql_types::Uuid, Pg>>::from_sql(value)?.into_bytes(),

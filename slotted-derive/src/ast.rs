@@ -791,6 +791,41 @@ fn check_collisions(counters: &[Counter], errors: &mut Errors) -> Vec<usize> {
         }
         tables.entry(table).or_insert(&counter.name);
     }
+    // An adopted column's counts belong to one counter: a second counter adopting it, or rolling
+    // up into it, would count them twice or write over them.
+    for (index, counter) in counters.iter().enumerate() {
+        let Some(column) = &counter.adopt else {
+            continue;
+        };
+        for other in &counters[..index] {
+            let uses = [(&other.adopt, "adopts"), (&other.cache, "rolls up into")];
+            for (used, how) in uses {
+                if used.as_ref().is_some_and(|c| c == column) {
+                    errors.at(
+                        column,
+                        format_args!(
+                            "counter `{}` {how} the column `{column}` too: an adopted column's counts belong to one counter",
+                            other.name
+                        ),
+                        "adopt each column with one counter, and roll the others up into columns of their own",
+                    );
+                    clashing.push(index);
+                }
+            }
+        }
+        for other in &counters[index + 1..] {
+            if let Some(cache) = other.cache.as_ref().filter(|c| *c == column) {
+                errors.at(
+                    cache,
+                    format_args!(
+                        "counter `{}` rolls up into the column `{column}`, which counter `{}` adopts: the roll-up would write over its counts",
+                        other.name, counter.name
+                    ),
+                    "roll the other counter up into a column of its own",
+                );
+            }
+        }
+    }
     clashing
 }
 

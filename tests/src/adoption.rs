@@ -11,6 +11,7 @@ diesel::table! {
         saves_count -> BigInt,
         shares_count -> Integer,
         likes_total -> BigInt,
+        plays_total -> BigInt,
     }
 }
 
@@ -24,6 +25,7 @@ diesel::table! {
 #[slotted(counter = views, slots = 4, adopt = views_count, cache = views_count)]
 #[slotted(counter = saves, slots = 4, cache = saves_count)]
 #[slotted(counter = shares, slots = 2, storage = shared, adopt = shares_count)]
+#[slotted(counter = plays, slots = 2, storage = shared, cache = plays_total)]
 pub struct Clip {
     pub id: i32,
 }
@@ -50,7 +52,8 @@ pub fn create_clips<C: crate::TestConnection>(conn: &mut C, rows: &[(i32, i32, i
     conn.batch_execute(
         "CREATE TABLE clips (id INTEGER PRIMARY KEY, likes_count INTEGER NOT NULL, \
          views_count BIGINT NOT NULL, saves_count BIGINT NOT NULL, \
-         shares_count INTEGER NOT NULL DEFAULT 0, likes_total BIGINT NOT NULL DEFAULT 0)",
+         shares_count INTEGER NOT NULL DEFAULT 0, likes_total BIGINT NOT NULL DEFAULT 0, \
+         plays_total BIGINT NOT NULL DEFAULT 0)",
     )
     .expect("create clips");
     if !rows.is_empty() {

@@ -122,6 +122,22 @@ fn a_total_is_the_column_plus_the_slots_until_absorbed<C: TestConnection>(test: 
     assert_eq!((report.records, report.moved), (1, 32), "{report:?}");
     assert_eq!(column(&mut conn, "shares_count", 1), 32);
     assert_eq!(Clip::shares_of(1).total(&mut conn).unwrap(), 32);
+
+    // A roll-up of a counter in the shared table: its pages of the model's keys compare with
+    // the shared table's BIGINT keys.
+    Clip::plays_of(1).add(3, &mut conn).unwrap();
+    Clip::plays_of(2).add(5, &mut conn).unwrap();
+    let report = clips_plays::counter
+        .refresh_cache_all(1, &mut conn)
+        .unwrap();
+    assert_eq!(report.updated, 3, "{report:?}");
+    assert_eq!(
+        (
+            column(&mut conn, "plays_total", 1),
+            column(&mut conn, "plays_total", 2)
+        ),
+        (3, 5)
+    );
 }
 
 /// The trap: a `cache` column with counts of its own is never overwritten by a roll-up.

@@ -20,6 +20,7 @@ backend_tests! {
         nested_newtype_keys_roll_up_bucket_and_prefill,
         composite_keys,
         composite_keys_roll_up_bucket_and_prefill,
+        composite_keys_in_large_batches,
         unsupported_key_types_name_the_backend_they_need,
     ],
     postgres: [uuid_keys],
@@ -310,6 +311,47 @@ fn composite_keys<C: TestConnection + R2D2Connection + NewtypeQueries>(test: &st
             "tallies_hits_slots",
         ],
     );
+}
+
+/// Thousands of composite keys in one call: totals and compaction in batches past SQLite's
+/// expression depth of 1,000 (the key matches nest as a balanced tree) and its bind limit.
+fn composite_keys_in_large_batches<C: TestConnection + R2D2Connection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    const PEOPLE: i32 = 60;
+    const ARTICLES: i32 = 50;
+    for person in 1..=PEOPLE {
+        let rows: Vec<String> = (1..=ARTICLES)
+            .flat_map(|a| {
+                [
+                    format!("({person}, {a}, 0, 1)"),
+                    format!("({person}, {a}, 1, 1)"),
+                ]
+            })
+            .collect();
+        conn.batch_execute(&format!(
+            "INSERT INTO votes_score_slots (record_id, record_id_2, slot, count) VALUES {}",
+            rows.join(", ")
+        ))
+        .unwrap();
+    }
+    let mut keys: Vec<(i32, ArticleId)> = (1..=PEOPLE)
+        .flat_map(|p| (1..=ARTICLES).map(move |a| (p, ArticleId(a))))
+        .collect();
+    keys.push((0, ArticleId(0)));
+    let totals = Vote::score_totals(&keys, &mut conn).unwrap();
+    assert_eq!(totals.len(), keys.len());
+    assert!(keys[..keys.len() - 1].iter().all(|k| totals[k] == 2));
+    assert_eq!(totals[&(0, ArticleId(0))], 0);
+    let report = votes_score_slots::table
+        .compact_all(8192, &mut conn)
+        .unwrap();
+    assert_eq!(report.records, (PEOPLE * ARTICLES) as u64, "{report:?}");
+    let rows = conn.query_i64("SELECT COUNT(*) AS n FROM votes_score_slots");
+    assert_eq!(rows, i64::from(PEOPLE * ARTICLES));
+    let totals = Vote::score_totals(&keys, &mut conn).unwrap();
+    assert!(keys[..keys.len() - 1].iter().all(|k| totals[k] == 2));
 }
 
 /// A composite key's roll-up into the model's cache column (the parent joined on both columns),

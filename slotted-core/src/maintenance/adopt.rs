@@ -19,7 +19,9 @@ use crate::error::{Error, Result};
 use crate::exec::{load_keyed, Exec};
 use crate::key::{KeyValue, RawKey};
 use crate::retry::{lost_a_deadlock, retried_transaction};
-use crate::sql::adopt::{AddToColumn, Claim, Claimed, ColumnValue, ColumnValues, HoldsCounts};
+use crate::sql::adopt::{
+    AddToColumn, Claim, Claimed, ColumnValue, ColumnValues, HoldsCounts, TakeWriteLock,
+};
 use crate::sql::write::{AddRows, DeltaRow};
 use crate::sql::{Scope, SlotValue};
 use crate::table::{CacheSpec, CounterSpec};
@@ -75,9 +77,15 @@ pub(crate) async fn claim<E: Exec>(
     take_over(exec, spec, column).await
 }
 
-/// Makes `column` the roll-up's when every row holds 0 there; [`Error::ColumnHoldsCounts`]
-/// otherwise.
+/// Makes `column` the roll-up's when every row holds 0 there (the check and the claim one
+/// statement); [`Error::ColumnHoldsCounts`] otherwise.
 async fn take_over<E: Exec>(exec: &mut E, spec: &CounterSpec, column: &CacheSpec) -> Result<()> {
+    exec.execute(Claim(column))
+        .await
+        .map_err(|e| database_error(spec, e))?;
+    if claimed(exec, spec, column).await? {
+        return Ok(());
+    }
     let holding: Vec<ColumnValue> =
         load_keyed(exec, HoldsCounts { spec, column }, spec.key_column_kinds())
             .await
@@ -91,10 +99,14 @@ async fn take_over<E: Exec>(exec: &mut E, spec: &CounterSpec, column: &CacheSpec
             value: row.value,
         });
     }
-    exec.execute(Claim(column))
-        .await
-        .map_err(|e| database_error(spec, e))?;
-    Ok(())
+    // A count that went between the two statements: say it as the next attempt will.
+    Err(Error::ColumnHoldsCounts {
+        counter: spec.qualified_name(),
+        table: column.table,
+        column: column.column,
+        key: "(a record written meanwhile)".to_owned(),
+        value: 0,
+    })
 }
 
 /// After a whole `absorb_all` pass of a counter whose cache is its adopted column: takes the
@@ -133,8 +145,8 @@ pub(crate) async fn refuse_cache<E: Exec>(
 }
 
 /// The model's rows of `keys` and their values in `column`, locked in key order (on SQLite,
-/// inside its one write transaction). Keys as the counter table keeps them, so that they
-/// compare with its rows' (the shared table keeps every key as `BIGINT`).
+/// inside its one write transaction, taken first). Keys as the counter table keeps them, so
+/// that they compare with its rows' (the shared table keeps every key as `BIGINT`).
 async fn column_values<E: Exec>(
     exec: &mut E,
     spec: &CounterSpec,
@@ -142,6 +154,11 @@ async fn column_values<E: Exec>(
     keys: &[KeyValue<'_>],
     nonzero: bool,
 ) -> Result<Vec<ColumnValue>> {
+    if <E::Backend as CounterBackend>::DIALECT == Dialect::Sqlite {
+        exec.execute(TakeWriteLock(column))
+            .await
+            .map_err(|e| database_error(spec, e))?;
+    }
     let query = ColumnValues {
         spec,
         column,
@@ -176,11 +193,22 @@ async fn absorb_once<E: Exec>(
     column: &CacheSpec,
     keys: &[KeyValue<'_>],
 ) -> Result<MoveReport> {
-    let values = column_values(exec, spec, column, keys, true).await?;
+    let mut values = column_values(exec, spec, column, keys, true).await?;
     let mut report = MoveReport {
         batches: 1,
         ..MoveReport::default()
     };
+    // `i64::MIN` has no negation to take it out of the column with: left there, reported.
+    values.retain(|v| {
+        let movable = v.value.checked_neg().is_some();
+        if !movable {
+            report.failed.push(RecordFailure {
+                key: format!("{:?}", v.key),
+                reason: format!("its column holds {}, which cannot be moved", v.value),
+            });
+        }
+        movable
+    });
     if values.is_empty() {
         return Ok(report);
     }

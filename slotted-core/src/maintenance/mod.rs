@@ -13,7 +13,7 @@ pub(crate) mod pace;
 
 use std::time::{Duration, SystemTime};
 
-use crate::count::{check_key, database_error};
+use crate::count::{check_key, database_error, keys_per_statement};
 use crate::error::Result;
 use crate::exec::sync::{run_now, SyncExec};
 use crate::exec::Exec;
@@ -113,7 +113,7 @@ async fn compact_all<T: CounterTable, E: Exec>(
 ) -> Result<CompactionReport> {
     let spec = &T::SPEC;
     refuse_read_only(exec, spec).await?;
-    let mut pace = Pace::new(batch.min(MAX_PAGE));
+    let mut pace = Pace::new(batch.min(keys_per_statement(spec)));
     for_each_page!(exec, spec, batch, Buckets::All, |page, report| paced!(
         exec,
         &mut pace,
@@ -287,7 +287,7 @@ async fn delete_buckets_before<T: CounterTable, E: Exec>(
     refuse_read_only(exec, spec).await?;
     let before = spec.bucket.map_or(i64::MIN, |width| width.start_of(cutoff));
     let old = Buckets::Before(before);
-    let mut pace = Pace::new(batch.min(MAX_PAGE));
+    let mut pace = Pace::new(batch.min(keys_per_statement(spec)));
     for_each_page!(exec, spec, batch, old, |page, deleted| paced!(
         exec,
         &mut pace,
@@ -306,7 +306,7 @@ async fn fold_buckets_before<T: CounterTable, E: Exec>(
     refuse_read_only(exec, spec).await?;
     let before = spec.bucket.map_or(i64::MIN, |width| width.start_of(cutoff));
     let old = Buckets::Range(1, before);
-    let mut pace = Pace::new(batch.min(MAX_PAGE));
+    let mut pace = Pace::new(batch.min(keys_per_statement(spec)));
     for_each_page!(exec, spec, batch, old, |page, report| paced!(
         exec,
         &mut pace,

@@ -178,6 +178,9 @@ impl<DB: CounterBackend> QueryFragment<DB> for ColumnValues<'_> {
             out.push_identifier(self.column.column)?;
             out.push_sql(" <> 0");
         }
+        // A column a roll-up took over holds copies of totals, never counts to move: checked in
+        // the batch's own transaction, not only before the job.
+        push_unclaimed(&mut out, self.column)?;
         out.push_sql(" ORDER BY ");
         push_columns(&mut out, self.column.key_columns, None)?;
         if DB::DIALECT != Dialect::Sqlite {
@@ -242,6 +245,26 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddToColumn<'_> {
     }
 }
 
+/// `UPDATE parent SET column = column WHERE 1 = 0` (SQLite): a write that changes nothing, run
+/// first in a transaction that reads before it writes. It takes SQLite's one write lock at once,
+/// waiting for it (the busy timeout), so that a writer committing between the read and the first
+/// real write cannot make the transaction fail (`SQLITE_BUSY_SNAPSHOT`, which does not wait).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TakeWriteLock<'a>(pub &'a CacheSpec);
+
+impl<DB: CounterBackend> QueryFragment<DB> for TakeWriteLock<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        out.push_sql("UPDATE ");
+        out.push_identifier(self.0.table)?;
+        out.push_sql(" SET ");
+        out.push_identifier(self.0.column)?;
+        out.push_sql(" = ");
+        out.push_identifier(self.0.column)?;
+        out.push_sql(" WHERE 1 = 0");
+        Ok(())
+    }
+}
+
 /// `UPDATE parent SET column = 0 WHERE <key> AND NOT EXISTS (<its claim>)`: `set` on an adopted
 /// counter, which puts the whole value into the slots.
 #[derive(Debug, Clone, Copy)]
@@ -280,7 +303,9 @@ impl<DB: CounterBackend> QueryFragment<DB> for Claimed<'_> {
     }
 }
 
-/// `INSERT INTO slotted_columns … ON CONFLICT DO NOTHING` (`INSERT IGNORE` on MySQL).
+/// `INSERT INTO slotted_columns (…) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM parent WHERE
+/// column <> 0) ON CONFLICT DO NOTHING` (`INSERT IGNORE … FROM DUAL` on MySQL): claims the
+/// column only if no row holds a count there, the check and the claim one statement.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Claim<'a>(pub &'a CacheSpec);
 
@@ -297,11 +322,18 @@ impl<DB: CounterBackend> QueryFragment<DB> for Claim<'_> {
         push_list(&mut out, &[TABLE_NAME, COLUMN_NAME], |out, c| {
             out.push_identifier(c)
         })?;
-        out.push_sql(") VALUES (");
+        out.push_sql(") SELECT ");
         DB::push_text(&mut out, self.0.table)?;
         out.push_sql(", ");
         DB::push_text(&mut out, self.0.column)?;
-        out.push_sql(")");
+        if DB::DIALECT == Dialect::Mysql {
+            out.push_sql(" FROM DUAL");
+        }
+        out.push_sql(" WHERE NOT EXISTS (SELECT 1 FROM ");
+        out.push_identifier(self.0.table)?;
+        out.push_sql(" WHERE ");
+        out.push_identifier(self.0.column)?;
+        out.push_sql(" <> 0)");
         if DB::DIALECT != Dialect::Mysql {
             out.push_sql(" ON CONFLICT DO NOTHING");
         }
@@ -336,4 +368,4 @@ impl<DB: CounterBackend> QueryFragment<DB> for HoldsCounts<'_> {
     }
 }
 
-statement!(by_text: ColumnValues, AddToColumn, ZeroBase, Claimed, Claim, HoldsCounts);
+statement!(by_text: ColumnValues, AddToColumn, ZeroBase, Claimed, Claim, HoldsCounts, TakeWriteLock);

@@ -253,8 +253,10 @@ pub(crate) fn push_key_match<'b, DB: CounterBackend>(
 }
 
 /// The rows of several keys: `record_id IN (?, …)`; for a composite key `((record_id = ? AND
-/// record_id_2 = ?) OR …)`, which every backend looks up by the key (SQLite has no row-value
-/// `IN` list, and MariaDB and PostgreSQL plan one no better).
+/// record_id_2 = ?) OR …)`, which every backend looks up by the key (SQLite plans a row-value
+/// `IN (VALUES …)` list as a scan of the table, and MariaDB and PostgreSQL plan one no better).
+/// The `OR`s nest as a balanced tree, not a chain: SQLite refuses an expression more than 1,000
+/// deep.
 pub(crate) fn push_keys_in<'b, DB: CounterBackend, T>(
     out: &mut AstPass<'_, 'b, DB>,
     columns: &[&str],
@@ -269,11 +271,27 @@ pub(crate) fn push_keys_in<'b, DB: CounterBackend, T>(
         out.push_sql(")");
         return Ok(());
     }
+    push_or_tree(out, columns, table, items, &key)
+}
+
+/// `(<left half> OR <right half>)`, down to `(<key match>)`.
+fn push_or_tree<'b, DB: CounterBackend, T>(
+    out: &mut AstPass<'_, 'b, DB>,
+    columns: &[&str],
+    table: Option<&str>,
+    items: &'b [T],
+    key: &impl Fn(&'b T) -> &'b KeyValue<'b>,
+) -> QueryResult<()> {
     out.push_sql("(");
-    for (i, item) in items.iter().enumerate() {
-        out.push_sql(if i == 0 { "(" } else { " OR (" });
-        push_key_match(out, columns, table, key(item))?;
-        out.push_sql(")");
+    match items {
+        [] => out.push_sql("1 = 0"),
+        [one] => push_key_match(out, columns, table, key(one))?,
+        many => {
+            let (left, right) = many.split_at(many.len() / 2);
+            push_or_tree(out, columns, table, left, key)?;
+            out.push_sql(" OR ");
+            push_or_tree(out, columns, table, right, key)?;
+        }
     }
     out.push_sql(")");
     Ok(())

@@ -107,7 +107,9 @@ impl KeyPage<'_> {
     pub(crate) fn key_kinds(&self) -> &'static [crate::key::KeyKind] {
         match self {
             KeyPage::Compactable { scope, .. } => scope.spec.key_column_kinds(),
-            KeyPage::Parent { spec, .. } => spec.key,
+            // As the counter table keeps them (the shared table: BIGINT), so that they compare
+            // with its rows' keys.
+            KeyPage::Parent { spec, .. } => spec.key_column_kinds(),
         }
     }
 }
