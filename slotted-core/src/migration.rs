@@ -435,6 +435,12 @@ pub fn up_sql(spec: &CounterSpec, dialect: Dialect) -> String {
     )
 }
 
+/// The `CREATE TABLE` of `slotted_columns` on one backend: the columns of models' tables that
+/// roll-ups own (created by [`CounterMigrations`] with any counter that has `cache` or `adopt`).
+pub fn columns_up_sql(dialect: Dialect) -> String {
+    crate::sql::adopt::up_sql(dialect)
+}
+
 /// The `DROP TABLE` of a counter table on one backend.
 pub fn down_sql(spec: &CounterSpec, dialect: Dialect) -> String {
     format!("DROP TABLE {};\n", quote(dialect, spec.table))

@@ -29,7 +29,10 @@
 //! (instead of the sweep: the steady-churn run of `churn.rs` at the first size, 8 writers,
 //! `compact_all` every 30 s, 20 samples; saved as `docs/bench/scale-churn-<backend>.txt`), and
 //! with it `--vacuum` (`VACUUM` the slot table after each pass, as autovacuum would on a
-//! PostgreSQL server where it is on; `docs/bench/scale-churn-vacuum-<backend>.txt`). Uses
+//! PostgreSQL server where it is on; `docs/bench/scale-churn-vacuum-<backend>.txt`), and
+//! `--live SECONDS` (instead of the sweep: `live.rs`, live traffic under maintenance at the first
+//! size, windows this long, `--rounds N` on windows (3), `--writers N` (32); saved as
+//! `docs/bench/scale-live-<backend>.txt`). Uses
 //! `PG_DATABASE_URL` / `MYSQL_DATABASE_URL`, and only the tables it creates there.
 
 use std::time::{Duration, Instant};
@@ -40,6 +43,7 @@ use slotted_core::{CounterMaintenance, SlottedCounter};
 use slotted_examples::BoxError;
 
 mod churn;
+mod live;
 mod server;
 
 use server::Server;
@@ -49,6 +53,23 @@ use server::Server;
 #[diesel(table_name = scale_items)]
 #[slotted(counter = hits, slots = 16, strategy = random)]
 pub struct Item {
+    pub id: i32,
+}
+
+diesel::table! {
+    scale_live (id) {
+        id -> Integer,
+        hits_count -> BigInt,
+    }
+}
+
+/// Live traffic under maintenance (`live.rs`): a counter rolled up into a cache column, and one
+/// with day buckets that retention trims.
+#[derive(SlottedCounter)]
+#[diesel(table_name = scale_live)]
+#[slotted(counter = hits, slots = 16, cache = hits_count)]
+#[slotted(counter = daily, slots = 4, bucket = day)]
+pub struct LiveItem {
     pub id: i32,
 }
 
@@ -75,6 +96,12 @@ struct Options {
     churn: Option<u64>,
     /// `--vacuum`: in the churn run, `VACUUM` the slot table after each compaction pass.
     vacuum: bool,
+    /// `--live SECONDS`: live traffic under maintenance at the first size, windows this long.
+    live: Option<f64>,
+    /// `--rounds N`: the live run's on windows (default 3).
+    rounds: usize,
+    /// `--writers N`: the live run's writers (default 32).
+    writers: usize,
 }
 
 fn options() -> Result<Options, BoxError> {
@@ -84,6 +111,9 @@ fn options() -> Result<Options, BoxError> {
     let mut smoke = false;
     let mut churn = None;
     let mut vacuum = false;
+    let mut live = None;
+    let mut rounds = 3;
+    let mut writers = 32;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -100,6 +130,9 @@ fn options() -> Result<Options, BoxError> {
             "--churn" => {
                 churn = Some(args.next().ok_or("--churn needs seconds")?.parse()?);
             }
+            "--live" => live = Some(args.next().ok_or("--live needs seconds")?.parse()?),
+            "--rounds" => rounds = args.next().ok_or("--rounds needs a number")?.parse()?,
+            "--writers" => writers = args.next().ok_or("--writers needs a number")?.parse()?,
             other => return Err(format!("unknown argument `{other}`").into()),
         }
     }
@@ -107,10 +140,11 @@ fn options() -> Result<Options, BoxError> {
     if smoke {
         sizes = vec![1_000, 5_000];
     }
-    let name = match (churn.is_some(), vacuum) {
-        (false, _) => "scale",
-        (true, false) => "scale-churn",
-        (true, true) => "scale-churn-vacuum",
+    let name = match (churn.is_some(), vacuum, live.is_some()) {
+        (_, _, true) => "scale-live",
+        (false, _, _) => "scale",
+        (true, false, _) => "scale-churn",
+        (true, true, _) => "scale-churn-vacuum",
     };
     let out = match (smoke, out) {
         (true, _) => None,
@@ -123,6 +157,9 @@ fn options() -> Result<Options, BoxError> {
         out,
         churn,
         vacuum,
+        live,
+        rounds,
+        writers,
     })
 }
 
@@ -430,7 +467,27 @@ fn churn_at_size<C: Server + Send>(
 
 fn run<C: Server + Send>(url: &str, options: &Options) -> Result<(), BoxError> {
     let mut conn = C::establish(url)?;
-    let text = if let Some(seconds) = options.churn {
+    let text = if let Some(window) = options.live {
+        let records = options.sizes.first().copied().unwrap_or(100_000);
+        create(&mut conn)?;
+        let writes = writes_per_record(records);
+        fill(&mut conn, &writes)?;
+        let made_claims = live::create(&mut conn, records)?;
+        let live = live::Live {
+            records,
+            writers: options.writers,
+            window: Duration::from_secs_f64(window),
+            rounds: options.rounds,
+            hold: Duration::from_millis(1),
+        };
+        let text = live::run(url, &mut conn, &live, &writes);
+        live::drop(&mut conn, made_claims)?;
+        format!(
+            "# scale, {}: live traffic under maintenance\n{}",
+            C::NAME,
+            text?
+        )
+    } else if let Some(seconds) = options.churn {
         let records = options.sizes.first().copied().unwrap_or(100_000);
         let smoke = options.out.is_none();
         format!(
@@ -454,6 +511,13 @@ fn run<C: Server + Send>(url: &str, options: &Options) -> Result<(), BoxError> {
         let churn = options
             .churn
             .map_or(String::new(), |s| format!(" --churn {s}{vacuum}"));
+        let churn = match options.live {
+            Some(w) => format!(
+                "{churn} --live {w} --rounds {} --writers {}",
+                options.rounds, options.writers
+            ),
+            None => churn,
+        };
         let command = format!(
             "cargo run --release --example scale --features postgres,mysql -- --backend {} --sizes {}{churn}",
             options.backend,
