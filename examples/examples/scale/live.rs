@@ -1,8 +1,10 @@
 //! Live traffic under maintenance (issue 26): writers in business transactions on the
 //! Zipf-filled table while `compact_all`, `refresh_cache_all` and bucket retention loop, against
-//! the same writers with no maintenance running. One run alternates windows of equal length, off
-//! and on, and reports each window's committed transactions per second and p99 latency, and each
-//! on window against the off windows around it. The writers never stop between windows.
+//! the same writers with no maintenance running, and against the same maintenance written by
+//! hand in plain SQL (the anchor: `Server::maintain_by_hand`). One run alternates windows of
+//! equal length, off, slotted, off, by hand, …, off, and reports each window's committed
+//! transactions per second and p99 latency, and each maintenance window against the off windows
+//! around it. The writers never stop between windows.
 //!
 //! A business transaction: `hits` and `daily` of one record (Zipf-chosen), then `hold` with the
 //! transaction open (work the application does), then `COMMIT`, through the retry helper. At the
@@ -30,8 +32,8 @@ pub struct Live {
 }
 
 /// The tables `LiveItem` counts in, filled: the model's rows (cache column at 0), `hits` with
-/// the slot rows of the scale fill, and 10 old days of `daily` for 1 in 10 records, which
-/// retention deletes.
+/// the slot rows of the scale fill; `daily` starts empty, so retention runs as it does day to
+/// day once the old days are gone: it finds nothing before the cutoff.
 pub fn create<C: Server>(conn: &mut C, records: u32) -> Result<bool, BoxError> {
     let dialect = <C::Backend as slotted_core::CounterBackend>::DIALECT;
     for table in [
@@ -51,29 +53,15 @@ pub fn create<C: Server>(conn: &mut C, records: u32) -> Result<bool, BoxError> {
         "INSERT INTO scale_live_hits_slots (record_id, slot, count) \
          SELECT record_id, slot, count FROM scale_items_hits_slots",
     )?;
-    let today = slotted_core::BucketWidth::Day.start_of(SystemTime::now());
-    let mut rows = Vec::new();
     let mut parents = Vec::new();
     for id in 1..=records {
         parents.push(format!("({id})"));
-        if id % 10 == 0 {
-            for day in 31..=40_i64 {
-                rows.push(format!("({id}, {}, 0, 1)", today - day * 86_400));
-            }
-        }
         if parents.len() >= 5_000 || id == records {
             conn.batch_execute(&format!(
                 "INSERT INTO scale_live (id) VALUES {}",
                 parents.join(",")
             ))?;
             parents.clear();
-            if !rows.is_empty() {
-                conn.batch_execute(&format!(
-                    "INSERT INTO scale_live_daily_slots (record_id, bucket, slot, count) VALUES {}",
-                    rows.join(",")
-                ))?;
-                rows.clear();
-            }
         }
     }
     // The column becomes the roll-up's on its first roll-up (every row holds 0); the claims
@@ -112,9 +100,36 @@ pub fn drop<C: Server>(conn: &mut C, made_claims: bool) -> Result<(), BoxError> 
     Ok(())
 }
 
+/// What runs in a window.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Off,
+    Slotted,
+    ByHand,
+}
+
+impl Kind {
+    /// Window `w` of off, slotted, off, by hand, …, off.
+    fn of(w: usize) -> Kind {
+        match w % 4 {
+            1 => Kind::Slotted,
+            3 => Kind::ByHand,
+            _ => Kind::Off,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Off => "off",
+            Kind::Slotted => "slotted",
+            Kind::ByHand => "by hand",
+        }
+    }
+}
+
 /// One window: its kind and what the writers did in it.
 struct Window {
-    maintenance: bool,
+    kind: Kind,
     committed: u64,
     p99: Duration,
     p50: Duration,
@@ -144,11 +159,11 @@ pub fn run<C: Server + Send>(
     let weight = *cumulative.last().ok_or("no records")?;
     let hits_before = conn.sum("scale_live_hits_slots")?;
     let daily_before = conn.sum("scale_live_daily_slots")?;
-    let windows = 2 * live.rounds + 1;
+    let windows = 4 * live.rounds + 1;
     let warmup = live.window / 2;
     let started = Instant::now() + warmup;
     let end = started + live.window * windows as u32;
-    // Window `w` is off for even `w`: off, on, off, …, off.
+    // Window `w`'s kind: `Kind::of(w)`.
     let window_of = |at: Instant| -> Option<usize> {
         let since = at.checked_duration_since(started)?;
         let w = (since.as_nanos() / live.window.as_nanos()) as usize;
@@ -157,8 +172,7 @@ pub fn run<C: Server + Send>(
     let latencies: Vec<Mutex<Vec<Duration>>> =
         (0..windows).map(|_| Mutex::new(Vec::new())).collect();
     let (acked, stop) = (AtomicU64::new(0), AtomicBool::new(false));
-    let passes = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-    let retention_rows = AtomicU64::new(0);
+    let passes = [AtomicU64::new(0), AtomicU64::new(0)];
     let result: Result<(), BoxError> = std::thread::scope(|s| {
         let mut threads = Vec::new();
         for writer in 0..live.writers {
@@ -192,40 +206,58 @@ pub fn run<C: Server + Send>(
                 Ok(())
             }));
         }
-        let (passes, retention_rows, stop) = (&passes, &retention_rows, &stop);
+        let (passes, stop) = (&passes, &stop);
         threads.push(s.spawn(move || -> Result<(), BoxError> {
             let mut conn = C::establish(url)?;
             while Instant::now() < end && !stop.load(Ordering::Relaxed) {
-                let on = window_of(Instant::now()).is_some_and(|w| w % 2 == 1);
-                if !on {
+                let kind = window_of(Instant::now()).map_or(Kind::Off, Kind::of);
+                if kind == Kind::Off {
                     std::thread::sleep(Duration::from_millis(5));
                     continue;
                 }
+                let cutoff = SystemTime::now() - Duration::from_secs(30 * 86_400);
+                if kind == Kind::ByHand {
+                    let cutoff = slotted_core::BucketWidth::Day.start_of(cutoff);
+                    let batch = MAINTENANCE_BATCH as i64;
+                    let mut low = 1;
+                    while low <= i64::from(live.records)
+                        && window_of(Instant::now()).map(Kind::of) == Some(Kind::ByHand)
+                    {
+                        conn.maintain_by_hand(low, low + batch - 1, cutoff)?;
+                        low += batch;
+                    }
+                    passes[1].fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                // A batch that lost to writers on every attempt comes back as an error that
+                // says it was rolled back: the next pass does it.
                 let retryable =
                     |e: &slotted_core::Error| e.failure() == slotted_core::Failure::RolledBack;
-                match scale_live_hits_slots::table.compact_all(MAINTENANCE_BATCH, &mut conn) {
-                    Ok(_) => passes[0].fetch_add(1, Ordering::Relaxed),
-                    Err(e) if retryable(&e) => 0,
-                    Err(e) => return Err(e.into()),
-                };
-                match scale_live_hits_slots::table.refresh_cache_all(MAINTENANCE_BATCH, &mut conn) {
-                    Ok(_) => passes[1].fetch_add(1, Ordering::Relaxed),
-                    Err(e) if retryable(&e) => 0,
-                    Err(e) => return Err(e.into()),
-                };
-                let cutoff = SystemTime::now() - Duration::from_secs(30 * 86_400);
-                match scale_live_daily_slots::table.delete_buckets_before(
-                    cutoff,
-                    MAINTENANCE_BATCH,
-                    &mut conn,
-                ) {
-                    Ok(rows) => {
-                        retention_rows.fetch_add(rows, Ordering::Relaxed);
-                        passes[2].fetch_add(1, Ordering::Relaxed)
+                let jobs: [Box<dyn FnMut(&mut C) -> slotted_core::Result<()>>; 3] = [
+                    Box::new(|c| {
+                        scale_live_hits_slots::table
+                            .compact_all(MAINTENANCE_BATCH, c)
+                            .map(|_| ())
+                    }),
+                    Box::new(|c| {
+                        scale_live_hits_slots::table
+                            .refresh_cache_all(MAINTENANCE_BATCH, c)
+                            .map(|_| ())
+                    }),
+                    Box::new(|c| {
+                        scale_live_daily_slots::table
+                            .delete_buckets_before(cutoff, MAINTENANCE_BATCH, c)
+                            .map(|_| ())
+                    }),
+                ];
+                for mut job in jobs {
+                    match job(&mut conn) {
+                        Ok(()) => {}
+                        Err(e) if retryable(&e) => {}
+                        Err(e) => return Err(e.into()),
                     }
-                    Err(e) if retryable(&e) => 0,
-                    Err(e) => return Err(e.into()),
-                };
+                }
+                passes[0].fetch_add(1, Ordering::Relaxed);
             }
             Ok(())
         }));
@@ -242,8 +274,7 @@ pub fn run<C: Server + Send>(
     result?;
     let acked = acked.into_inner();
     let hits = conn.sum("scale_live_hits_slots")? - hits_before;
-    let daily = conn.sum("scale_live_daily_slots")? - daily_before
-        + retention_rows.load(Ordering::Relaxed) as i64;
+    let daily = conn.sum("scale_live_daily_slots")? - daily_before;
     if hits != acked as i64 || daily != acked as i64 {
         return Err(format!(
             "{acked} transactions acknowledged, {hits} hits and {daily} daily counted"
@@ -257,7 +288,7 @@ pub fn run<C: Server + Send>(
             let mut l = l.into_inner().expect("the writers are done");
             l.sort_unstable();
             Window {
-                maintenance: w % 2 == 1,
+                kind: Kind::of(w),
                 committed: l.len() as u64,
                 p99: quantile(&l, 0.99),
                 p50: quantile(&l, 0.5),
@@ -267,9 +298,10 @@ pub fn run<C: Server + Send>(
     let secs = live.window.as_secs_f64();
     let mut out = format!(
         "{} records, {} writers, business transaction: `hits` and `daily` of one Zipf-chosen record, \
-         {:?} held open, through the retry helper; windows of {:?}, off and on alternating\n\
-         maintenance in on windows, looping: compact_all, refresh_cache_all (batches of {MAINTENANCE_BATCH}), \
-         delete_buckets_before (30 days); passes: {} / {} / {}, {} old bucket rows deleted\n\
+         {:?} held open, through the retry helper; windows of {:?}: off, slotted, off, by hand, …, off\n\
+         slotted's maintenance, looping: compact_all, refresh_cache_all (batches of {MAINTENANCE_BATCH}), \
+         delete_buckets_before (30 days), {} passes; by hand, looping over batches of the same \
+         size: the plain-SQL fold, roll-up and retention DELETE (Server::maintain_by_hand), {} passes\n\
          exact: {acked} transactions acknowledged, {hits} hits and {daily} daily counted\n\n\
          | window | maintenance | tx/s | p50 ms | p99 ms |\n|---|---|---|---|---|\n",
         live.records,
@@ -278,39 +310,42 @@ pub fn run<C: Server + Send>(
         live.window,
         passes[0].load(Ordering::Relaxed),
         passes[1].load(Ordering::Relaxed),
-        passes[2].load(Ordering::Relaxed),
-        retention_rows.load(Ordering::Relaxed),
     );
     for (w, f) in figures.iter().enumerate() {
         out += &format!(
             "| {} | {} | {:.0} | {:.2} | {:.2} |\n",
             w + 1,
-            if f.maintenance { "on" } else { "off" },
+            f.kind.name(),
             f.committed as f64 / secs,
             f.p50.as_secs_f64() * 1e3,
             f.p99.as_secs_f64() * 1e3
         );
     }
-    // Each on window against the mean of the off windows on either side.
-    let mut ratios = Vec::new();
-    out += "\n| on window | tx/s × off | p99 × off |\n|---|---|---|\n";
+    // Each maintenance window against the mean of the off windows on either side.
+    let mut ratios: Vec<(Kind, f64, f64)> = Vec::new();
+    out += "\n| window | maintenance | tx/s × off | p99 × off |\n|---|---|---|---|\n";
     for w in (1..windows).step_by(2) {
         let (before, after, on) = (&figures[w - 1], &figures[w + 1], &figures[w]);
         let off_tx = (before.committed + after.committed) as f64 / 2.0;
         let off_p99 = (before.p99.as_secs_f64() + after.p99.as_secs_f64()) / 2.0;
         let tx = on.committed as f64 / off_tx.max(1.0);
         let p99 = on.p99.as_secs_f64() / off_p99.max(1e-9);
-        ratios.push((tx, p99));
-        out += &format!("| {} | {tx:.3} | {p99:.3} |\n", w + 1);
+        ratios.push((on.kind, tx, p99));
+        out += &format!("| {} | {} | {tx:.3} | {p99:.3} |\n", w + 1, on.kind.name());
     }
-    let median = |mut v: Vec<f64>| {
+    let median = |kind: Kind, pick: fn(&(Kind, f64, f64)) -> f64| {
+        let mut v: Vec<f64> = ratios.iter().filter(|r| r.0 == kind).map(pick).collect();
         v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
     };
-    out += &format!(
-        "\nmedian: throughput {:.3}× (target ≥ 0.9), p99 {:.3}× (target ≤ 2)\n",
-        median(ratios.iter().map(|r| r.0).collect()),
-        median(ratios.iter().map(|r| r.1).collect()),
-    );
+    for kind in [Kind::Slotted, Kind::ByHand] {
+        out += &format!(
+            "\nmedian, {}: throughput {:.3}× off (target ≥ 0.9), p99 {:.3}× off (target ≤ 2)",
+            kind.name(),
+            median(kind, |r| r.1),
+            median(kind, |r| r.2),
+        );
+    }
+    out += "\n";
     Ok(out)
 }

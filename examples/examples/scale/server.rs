@@ -59,6 +59,12 @@ pub trait Server: CounterConnection + SimpleConnection + Sized {
     fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError>;
     /// Folds the anchor's rows of records `low..=high` into one row each, by hand.
     fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError>;
+    /// The live run's maintenance written by hand over records `low..=high`, as plain SQL beside
+    /// live writers: the fold of `scale_live_hits_slots` (exact beside writers: a writer's new
+    /// row is added to, not refused), the roll-up into `scale_live.hits_count`, and the
+    /// retention `DELETE` of `scale_live_daily_slots` before `cutoff`. Each its own statement or
+    /// transaction.
+    fn maintain_by_hand(&mut self, low: i64, high: i64, cutoff: i64) -> Result<(), BoxError>;
 }
 
 #[cfg(feature = "postgres")]
@@ -111,6 +117,23 @@ impl Server for diesel::PgConnection {
              WHERE record_id BETWEEN {low} AND {high} RETURNING record_id, count) \
              INSERT INTO scale_anchor_hits_slots (record_id, slot, count) \
              SELECT record_id, 0, SUM(count) FROM gone GROUP BY record_id HAVING SUM(count) <> 0"
+        ))?;
+        Ok(())
+    }
+
+    fn maintain_by_hand(&mut self, low: i64, high: i64, cutoff: i64) -> Result<(), BoxError> {
+        self.batch_execute(&format!(
+            "WITH gone AS (DELETE FROM scale_live_hits_slots \
+             WHERE record_id BETWEEN {low} AND {high} RETURNING record_id, count) \
+             INSERT INTO scale_live_hits_slots (record_id, slot, count) \
+             SELECT record_id, 0, SUM(count) FROM gone GROUP BY record_id HAVING SUM(count) <> 0 \
+             ON CONFLICT (record_id, slot) DO UPDATE \
+             SET count = scale_live_hits_slots.count + excluded.count; \
+             UPDATE scale_live SET hits_count = s.total FROM (SELECT record_id, SUM(count) AS total \
+             FROM scale_live_hits_slots WHERE record_id BETWEEN {low} AND {high} GROUP BY record_id) s \
+             WHERE scale_live.id = s.record_id; \
+             DELETE FROM scale_live_daily_slots \
+             WHERE record_id BETWEEN {low} AND {high} AND bucket < {cutoff}"
         ))?;
         Ok(())
     }
@@ -173,6 +196,27 @@ impl Server for diesel::MysqlConnection {
              FROM scale_anchor_hits_slots WHERE record_id BETWEEN {low} AND {high} \
              GROUP BY record_id HAVING COUNT(*) > 1) f ON a.record_id = f.record_id AND a.slot > f.slot; \
              COMMIT"
+        ))?;
+        Ok(())
+    }
+
+    fn maintain_by_hand(&mut self, low: i64, high: i64, cutoff: i64) -> Result<(), BoxError> {
+        // The fold as `fold_by_hand`'s, in one transaction; then the roll-up and the retention.
+        self.batch_execute(&format!(
+            "BEGIN; \
+             UPDATE scale_live_hits_slots a JOIN (SELECT record_id, MIN(slot) AS slot, \
+             SUM(count) AS total FROM scale_live_hits_slots WHERE record_id BETWEEN {low} AND {high} \
+             GROUP BY record_id HAVING COUNT(*) > 1) f ON a.record_id = f.record_id AND a.slot = f.slot \
+             SET a.count = f.total; \
+             DELETE a FROM scale_live_hits_slots a JOIN (SELECT record_id, MIN(slot) AS slot \
+             FROM scale_live_hits_slots WHERE record_id BETWEEN {low} AND {high} \
+             GROUP BY record_id HAVING COUNT(*) > 1) f ON a.record_id = f.record_id AND a.slot > f.slot; \
+             COMMIT; \
+             UPDATE scale_live p JOIN (SELECT record_id, SUM(count) AS total FROM scale_live_hits_slots \
+             WHERE record_id BETWEEN {low} AND {high} GROUP BY record_id) s ON p.id = s.record_id \
+             SET p.hits_count = s.total; \
+             DELETE FROM scale_live_daily_slots \
+             WHERE record_id BETWEEN {low} AND {high} AND bucket < {cutoff}"
         ))?;
         Ok(())
     }
