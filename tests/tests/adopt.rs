@@ -798,3 +798,119 @@ fn a_column_a_trigger_keeps_moves_onto_slots<C: TestConnection>(test: &str) {
         );
     }
 }
+
+#[cfg(feature = "async")]
+mod cut_offs {
+    use slotted_core::CounterMaintenance;
+    use slotted_tests::adoption::*;
+    use slotted_tests::asynch::AsyncTestConnection;
+    use slotted_tests::TestConnection;
+
+    slotted_tests::async_backend_tests! {
+        all: [absorbs_cut_off_at_any_point_lose_and_double_nothing],
+    }
+
+    /// Tasks cut off by a tiny timeout somewhere in their call: absorbs (which move the column
+    /// into the slots), old-style `UPDATE`s of the column and increments of the slots, on bb8
+    /// connections. An absorb cut off anywhere moves a record's count whole or not at all: the
+    /// total is the start plus every acknowledged add, give or take the adds cut off.
+    async fn absorbs_cut_off_at_any_point_lose_and_double_nothing<A>(test: &str)
+    where
+        A: AsyncTestConnection,
+        for<'a> A::Bb8Conn<'a>:
+            slotted_core::PooledAsyncConnection + diesel_async::SimpleAsyncConnection,
+    {
+        use std::sync::atomic::{AtomicI64, Ordering};
+        use std::sync::Arc;
+        use std::time::Duration;
+        let Some(db) = slotted_tests::TestDb::new::<A::Sync>(&format!("async_{test}")) else {
+            return;
+        };
+        let mut sync = <A::Sync as TestConnection>::open(&db.url);
+        create_clips(&mut sync, &[(1, 1_000, 0, 0)]);
+        let pool = A::bb8(&db.url, 6).await;
+        let mut warm = Vec::new();
+        for _ in 0..6 {
+            warm.push(A::bb8_get(&pool).await);
+        }
+        drop(warm);
+        let (acknowledged, cut_off, absorbs) = (
+            Arc::new(AtomicI64::new(0)),
+            Arc::new(AtomicI64::new(0)),
+            Arc::new(AtomicI64::new(0)),
+        );
+        let mut tasks = Vec::new();
+        for i in 0..150_u64 {
+            let (pool, acknowledged, cut_off, absorbs) = (
+                pool.clone(),
+                acknowledged.clone(),
+                cut_off.clone(),
+                absorbs.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let limit = Duration::from_micros(20 + (i * 97) % 8_000);
+                // A plain query cut off mid-flight leaves a MySQL connection out of step:
+                // `CancelGuard` closes a connection whose call was cut off.
+                let mut conn = slotted_core::CancelGuard::new(A::bb8_get(&pool).await);
+                let likes = Clip::likes_of(1);
+                let old_style = old_style_add("likes_count", 1, 1);
+                let work = async {
+                    match i % 3 {
+                        0 => conn
+                            .run(|c| clips_likes_slots::table.absorb_async(&[1], c))
+                            .await
+                            .map(|_| 0),
+                        1 => conn
+                            .run(|c| {
+                                diesel_async::SimpleAsyncConnection::batch_execute(c, &old_style)
+                            })
+                            .await
+                            .map(|()| 1)
+                            .map_err(slotted_core::Error::from),
+                        _ => conn.run(|c| likes.increment_async(c)).await.map(|()| 1),
+                    }
+                };
+                match tokio::time::timeout(limit, work).await {
+                    Ok(Ok(0)) => {
+                        absorbs.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(Ok(delta)) => {
+                        acknowledged.fetch_add(delta, Ordering::SeqCst);
+                    }
+                    Ok(Err(e)) if e.to_string().contains("database is locked") => {}
+                    Ok(Err(e)) => panic!("a call that ran to its end failed: {e}"),
+                    Err(_) if i % 3 == 0 => {}
+                    Err(_) => {
+                        cut_off.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        // A cut-off statement may still be running: read until the total stops moving.
+        let mut total = Clip::likes_of(1).total(&mut sync).unwrap();
+        loop {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let again = Clip::likes_of(1).total(&mut sync).unwrap();
+            if again == total {
+                break;
+            }
+            total = again;
+        }
+        slotted_tests::assert_counted_once(
+            <A::Sync as TestConnection>::NAME,
+            1_000 + acknowledged.load(Ordering::SeqCst),
+            cut_off.load(Ordering::SeqCst),
+            total,
+        );
+        assert!(
+            absorbs.load(Ordering::SeqCst) > 0,
+            "some absorbs ran to their end"
+        );
+        // Nothing is left half moved: a last absorb and the column is 0, the total unchanged.
+        clips_likes_slots::table.absorb_all(10, &mut sync).unwrap();
+        assert_eq!(Clip::likes_of(1).total(&mut sync).unwrap(), total);
+    }
+}
