@@ -233,25 +233,19 @@ pub fn run<C: Server + Send>(
                 // says it was rolled back: the next pass does it.
                 let retryable =
                     |e: &slotted_core::Error| e.failure() == slotted_core::Failure::RolledBack;
-                let jobs: [Box<dyn FnMut(&mut C) -> slotted_core::Result<()>>; 3] = [
-                    Box::new(|c| {
-                        scale_live_hits_slots::table
-                            .compact_all(MAINTENANCE_BATCH, c)
-                            .map(|_| ())
-                    }),
-                    Box::new(|c| {
-                        scale_live_hits_slots::table
-                            .refresh_cache_all(MAINTENANCE_BATCH, c)
-                            .map(|_| ())
-                    }),
-                    Box::new(|c| {
-                        scale_live_daily_slots::table
-                            .delete_buckets_before(cutoff, MAINTENANCE_BATCH, c)
-                            .map(|_| ())
-                    }),
+                let jobs = [
+                    scale_live_hits_slots::table
+                        .compact_all(MAINTENANCE_BATCH, &mut conn)
+                        .map(|_| ()),
+                    scale_live_hits_slots::table
+                        .refresh_cache_all(MAINTENANCE_BATCH, &mut conn)
+                        .map(|_| ()),
+                    scale_live_daily_slots::table
+                        .delete_buckets_before(cutoff, MAINTENANCE_BATCH, &mut conn)
+                        .map(|_| ()),
                 ];
-                for mut job in jobs {
-                    match job(&mut conn) {
+                for done in jobs {
+                    match done {
                         Ok(()) => {}
                         Err(e) if retryable(&e) => {}
                         Err(e) => return Err(e.into()),
