@@ -19,6 +19,12 @@
 //! After each mode the database total must equal the increments acknowledged (the buffered
 //! ones after `shutdown`), or the program fails. Then the memory a pending key takes, counted
 //! by a counting allocator. Writes `docs/bench/buffered-{backend}.{txt,json}` (`--out`).
+//!
+//! `--pending N` (issue 26, the buffer at size) runs instead: N distinct keys added to a buffer
+//! that does not flush until `shutdown`: the adds per second, the memory per pending key, and
+//! the flush of all N timed, against the same N rows written by hand as multi-row upserts of the
+//! buffer's chunk size (4,096 rows), each its own transaction, in the same run (the anchor).
+//! Writes `docs/bench/buffered-pending-{backend}.txt`.
 
 use slotted_examples::alloc::{live_bytes, Counting};
 use std::fmt::Write as _;
@@ -45,6 +51,7 @@ static ALLOCATOR: Counting = Counting;
 #[slotted(counter = hits, slots = 64, strategy = connection)]
 #[slotted(counter = own, slots = 1)]
 #[slotted(counter = single, slots = 1)]
+#[slotted(counter = anchor, slots = 1)]
 struct Bench {
     #[allow(dead_code)] // the key the derive reads; this program counts by key alone
     id: i32,
@@ -77,6 +84,130 @@ struct Options {
     writers: usize,
     seconds: f64,
     out: Option<String>,
+    /// `--pending N`: the buffer at size instead of the modes.
+    pending: Option<usize>,
+}
+
+/// The rows of the pending run's anchor, written by hand (`Bench.anchor`'s table, read back
+/// through slotted).
+const ANCHOR_TABLE: &str = "bench_buf_anchor_slots";
+const ANCHOR_CHUNK: usize = 4096;
+
+/// `--pending N`: N distinct keys pending in one buffer, their memory, and their flush against
+/// the same rows written by hand.
+fn pending<C>(
+    pool: &Pool<ConnectionManager<C>>,
+    opts: &Options,
+    keys: usize,
+) -> Result<(), BoxError>
+where
+    C: CounterConnection + R2D2Connection + 'static,
+{
+    let mut conn = pool.get()?;
+    conn.batch_execute("DELETE FROM bench_buf_hits_slots")?;
+    conn.batch_execute(&format!("DELETE FROM {ANCHOR_TABLE}"))?;
+    let config = BufferConfig {
+        interval: Duration::from_secs(3600),
+        flush_at_keys: usize::MAX,
+        max_pending_keys: 2 * keys,
+        shutdown_timeout: Duration::from_secs(3600),
+        ..BufferConfig::default()
+    };
+    let buffer = CounterBuffer::start(pool.clone(), config);
+    let before = live_bytes();
+    let started = Instant::now();
+    for key in 0..keys {
+        Bench::hits_of(key as i32).increment_buffered(&buffer)?;
+    }
+    let adding = started.elapsed();
+    let bytes = (live_bytes() - before) as f64 / keys as f64;
+    let started = Instant::now();
+    buffer.shutdown()?;
+    let flushing = started.elapsed();
+    let stats = buffer.stats();
+    let all: Vec<i32> = (0..keys as i32).collect();
+    let sum: i64 = Bench::hits_totals(&all, &mut *conn)?.values().sum();
+    if sum != keys as i64 {
+        return Err(format!("{keys} adds, {sum} counted after shutdown").into());
+    }
+    // The anchor: the same rows, upserted by hand in chunks of the buffer's size.
+    let upsert = |values: &str| {
+        match opts.backend.as_str() {
+        "mysql" => format!(
+            "INSERT INTO {ANCHOR_TABLE} (record_id, slot, count) VALUES {values} \
+             ON DUPLICATE KEY UPDATE count = count + VALUES(count)"
+        ),
+        _ => format!(
+            "INSERT INTO {ANCHOR_TABLE} (record_id, slot, count) VALUES {values} \
+             ON CONFLICT (record_id, slot) DO UPDATE SET count = {ANCHOR_TABLE}.count + excluded.count"
+        ),
+    }
+    };
+    let started = Instant::now();
+    for low in (0..keys).step_by(ANCHOR_CHUNK) {
+        let values: Vec<String> = (low..(low + ANCHOR_CHUNK).min(keys))
+            .map(|k| format!("({k}, 0, 1)"))
+            .collect();
+        conn.batch_execute("BEGIN")?;
+        conn.batch_execute(&upsert(&values.join(",")))?;
+        conn.batch_execute("COMMIT")?;
+    }
+    let anchor = started.elapsed();
+    let anchor_sum: i64 = Bench::anchor_totals(&all, &mut *conn)?.values().sum();
+    conn.batch_execute(&format!("DELETE FROM {ANCHOR_TABLE}"))?;
+    conn.batch_execute("DELETE FROM bench_buf_hits_slots")?;
+    if anchor_sum != keys as i64 {
+        return Err(format!("anchor: {keys} rows, {anchor_sum} counted").into());
+    }
+    let rate = |d: Duration| keys as f64 / d.as_secs_f64();
+    let mut text = String::new();
+    writeln!(
+        text,
+        "# buffered, the buffer at size: {}, {keys} distinct keys pending (one `i32` counter)\n",
+        opts.backend
+    )?;
+    writeln!(text, "| | seconds | keys per second |\n|---|---:|---:|")?;
+    writeln!(
+        text,
+        "| adding them (`increment_buffered`, one thread) | {:.2} | {:.0} |",
+        adding.as_secs_f64(),
+        rate(adding)
+    )?;
+    writeln!(
+        text,
+        "| flushing them (`shutdown`) | {:.2} | {:.0} |",
+        flushing.as_secs_f64(),
+        rate(flushing)
+    )?;
+    writeln!(
+        text,
+        "| the same rows upserted by hand, {ANCHOR_CHUNK} a transaction (anchor) | {:.2} | {:.0} |",
+        anchor.as_secs_f64(),
+        rate(anchor)
+    )?;
+    writeln!(
+        text,
+        "\nflush × anchor: {:.3}; {} flushes of {:.0} rows on average, the longest {:.0} ms\n\
+         memory per pending key: {bytes:.0} bytes, {:.0} MB for all of them\n\
+         every add counted: {sum} after shutdown",
+        anchor.as_secs_f64() / flushing.as_secs_f64(),
+        stats.flushes,
+        stats.flushed_rows as f64 / stats.flushes.max(1) as f64,
+        stats.max_flush_latency.as_secs_f64() * 1e3,
+        bytes * keys as f64 / 1e6,
+    )?;
+    print!("{text}");
+    if let Some(dir) = &opts.out {
+        let command = format!(
+            "cargo run --release --example buffered --features {} -- --backend {} --pending {keys}",
+            opts.backend, opts.backend
+        );
+        std::fs::write(
+            format!("{dir}/buffered-pending-{}.txt", opts.backend),
+            format!("{text}\n{command}\n"),
+        )?;
+    }
+    Ok(())
 }
 
 struct Measured {
@@ -218,6 +349,10 @@ where
     conn.run_pending_migrations(CounterMigrations::of::<Bench>().and::<Page>().with_buffer())?;
     conn.batch_execute("DELETE FROM bench_buf_own_slots")?;
     conn.batch_execute("DELETE FROM bench_buf_single_slots")?;
+    if let Some(keys) = opts.pending {
+        drop(conn);
+        return pending(&pool, opts, keys);
+    }
 
     let single = run_writers(&pool, opts, &|conn: &mut C, _, _| {
         Bench::single_of(1).increment(conn)?;
@@ -315,6 +450,7 @@ fn main() -> Result<(), BoxError> {
         writers: 32,
         seconds: 3.0,
         out: Some("docs/bench".into()),
+        pending: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -325,6 +461,7 @@ fn main() -> Result<(), BoxError> {
             "--seconds" => opts.seconds = value()?.parse()?,
             "--out" => opts.out = Some(value()?),
             "--no-out" => opts.out = None,
+            "--pending" => opts.pending = Some(value()?.parse()?),
             other => return Err(format!("unknown option {other}").into()),
         }
     }
