@@ -11,14 +11,13 @@
 
 use std::collections::BTreeMap;
 
-use super::fold::{id_of, in_context, put_back, take_rows};
-use super::{MoveReport, RecordFailure, ONCE};
+use super::fold::{id_of, one_batch, put_back, take_rows};
+use super::{MoveReport, RecordFailure};
 use crate::count::database_error;
 use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
 use crate::exec::{load_keyed, Exec};
 use crate::key::{KeyValue, RawKey};
-use crate::retry::{lost_a_deadlock, retried_transaction};
 use crate::sql::adopt::{
     AddToColumn, Claim, Claimed, ColumnValue, ColumnValues, HoldsCounts, TakeWriteLock,
 };
@@ -177,14 +176,7 @@ pub(crate) async fn absorb<E: Exec>(
     column: &CacheSpec,
     keys: &[KeyValue<'_>],
 ) -> Result<MoveReport> {
-    retried_transaction!(
-        exec,
-        ONCE,
-        lost_a_deadlock,
-        absorb_once(exec, spec, column, keys)
-    )
-    .map(|done| done.value)
-    .map_err(|e| in_context(spec, e))
+    one_batch!(exec, spec, absorb_once(exec, spec, column, keys))
 }
 
 async fn absorb_once<E: Exec>(
@@ -259,14 +251,7 @@ pub(crate) async fn release<E: Exec>(
     column: &CacheSpec,
     keys: &[KeyValue<'_>],
 ) -> Result<MoveReport> {
-    retried_transaction!(
-        exec,
-        ONCE,
-        lost_a_deadlock,
-        release_once(exec, spec, column, keys)
-    )
-    .map(|done| done.value)
-    .map_err(|e| in_context(spec, e))
+    one_batch!(exec, spec, release_once(exec, spec, column, keys))
 }
 
 async fn release_once<E: Exec>(

@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use super::{CompactionReport, RecordFailure, MAINTENANCE_RETRY, ONCE};
+use super::{CompactionReport, RecordFailure, MAINTENANCE_RETRY};
 use crate::count::{check_key, database_error, parse_total, sums, total_out_of_range};
 use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
@@ -47,6 +47,23 @@ pub(crate) enum Fold {
     /// The records' buckets all into this bucket.
     IntoBucket(i64),
 }
+
+/// Runs one batch's `$attempt` in a transaction of its own (a savepoint inside the caller's),
+/// once (the caller paces reruns), its error naming the counter of `$spec`: every maintenance
+/// batch job.
+macro_rules! one_batch {
+    ($exec:ident, $spec:expr, $attempt:expr) => {
+        $crate::retry::retried_transaction!(
+            $exec,
+            $crate::maintenance::ONCE,
+            $crate::retry::lost_a_deadlock,
+            $attempt
+        )
+        .map(|done| done.value)
+        .map_err(|e| $crate::maintenance::fold::in_context($spec, e))
+    };
+}
+pub(crate) use one_batch;
 
 /// A maintenance transaction's own error, `BEGIN` and `COMMIT` included, naming the counter.
 pub(crate) fn in_context(spec: &CounterSpec, error: Error) -> Error {
@@ -146,9 +163,7 @@ pub(crate) async fn fold<E: Exec>(
         keys,
         buckets,
     };
-    retried_transaction!(exec, ONCE, lost_a_deadlock, fold_once(exec, scope, how))
-        .map(|done| done.value)
-        .map_err(|e| in_context(spec, e))
+    one_batch!(exec, spec, fold_once(exec, scope, how))
 }
 
 /// Deletes the rows of `keys` in `buckets` (retention) in one transaction, once; returns how
@@ -164,13 +179,12 @@ pub(crate) async fn delete<E: Exec>(
         keys,
         buckets,
     };
-    let deleted = retried_transaction!(exec, ONCE, lost_a_deadlock, async {
+    let deleted = one_batch!(exec, spec, async {
         exec.execute(DeleteScope(scope))
             .await
             .map_err(|e| database_error(spec, e))
-    })
-    .map_err(|e| in_context(spec, e))?;
-    Ok(deleted.value as u64)
+    })?;
+    Ok(deleted as u64)
 }
 
 async fn fold_once<E: Exec>(exec: &mut E, scope: Scope<'_>, how: Fold) -> Result<CompactionReport> {
@@ -430,14 +444,7 @@ pub(crate) async fn refresh<E: Exec>(
     cache: &CacheSpec,
     keys: &[KeyValue<'_>],
 ) -> Result<super::RefreshReport> {
-    retried_transaction!(
-        exec,
-        ONCE,
-        lost_a_deadlock,
-        refresh_once(exec, spec, cache, keys)
-    )
-    .map(|done| done.value)
-    .map_err(|e| in_context(spec, e))
+    one_batch!(exec, spec, refresh_once(exec, spec, cache, keys))
 }
 
 async fn refresh_once<E: Exec>(

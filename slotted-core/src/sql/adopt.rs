@@ -161,15 +161,7 @@ pub(crate) struct ColumnValues<'a> {
 impl<DB: CounterBackend> QueryFragment<DB> for ColumnValues<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         varies_with_batch(&mut out);
-        out.push_sql("SELECT ");
-        push_keys_as(&mut out, self.spec, self.column)?;
-        out.push_sql(", ");
-        push_value(&mut out, self.column)?;
-        out.push_sql(" AS ");
-        out.push_identifier(VALUE)?;
-        out.push_sql(" FROM ");
-        out.push_identifier(self.column.table)?;
-        out.push_sql(" WHERE ");
+        push_select_values(&mut out, self.spec, self.column)?;
         push_keys_in(&mut out, self.column.key_columns, None, self.keys, |key| {
             key
         })?;
@@ -188,6 +180,25 @@ impl<DB: CounterBackend> QueryFragment<DB> for ColumnValues<'_> {
         }
         Ok(())
     }
+}
+
+/// `SELECT <key as record_id…>, CAST(column AS BIGINT) AS slotted_value FROM parent WHERE `: the
+/// head of [`ColumnValues`] and [`HoldsCounts`], whose rows are [`ColumnValue`]s.
+fn push_select_values<DB: CounterBackend>(
+    out: &mut AstPass<'_, '_, DB>,
+    spec: &CounterSpec,
+    column: &CacheSpec,
+) -> QueryResult<()> {
+    out.push_sql("SELECT ");
+    push_keys_as(out, spec, column)?;
+    out.push_sql(", ");
+    push_value(out, column)?;
+    out.push_sql(" AS ");
+    out.push_identifier(VALUE)?;
+    out.push_sql(" FROM ");
+    out.push_identifier(column.table)?;
+    out.push_sql(" WHERE ");
+    Ok(())
 }
 
 /// A model's row and its value in a counter column.
@@ -353,15 +364,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for HoldsCounts<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         // Until the column is claimed: not worth a statement kept on the connection.
         varies_with_batch(&mut out);
-        out.push_sql("SELECT ");
-        push_keys_as(&mut out, self.spec, self.column)?;
-        out.push_sql(", ");
-        push_value(&mut out, self.column)?;
-        out.push_sql(" AS ");
-        out.push_identifier(VALUE)?;
-        out.push_sql(" FROM ");
-        out.push_identifier(self.column.table)?;
-        out.push_sql(" WHERE ");
+        push_select_values(&mut out, self.spec, self.column)?;
         out.push_identifier(self.column.column)?;
         out.push_sql(" <> 0 LIMIT 1");
         Ok(())

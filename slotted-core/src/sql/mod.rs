@@ -418,8 +418,12 @@ pub(crate) fn read_key<'a, DB: CounterBackend>(
         Some(part)
     };
     let first = part(RECORD_ID).ok_or("the row has no `record_id` column")??;
-    let mut parts = vec![first];
-    for column in &KEY_COLUMNS[1..] {
+    // A one-column key, the common case, allocates nothing.
+    let Some(second) = part(KEY_COLUMNS[1]) else {
+        return Ok(RawKey::one(first));
+    };
+    let mut parts = vec![first, second?];
+    for column in &KEY_COLUMNS[2..] {
         match part(column) {
             Some(value) => parts.push(value?),
             None => break,
