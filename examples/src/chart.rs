@@ -1,4 +1,4 @@
-//! The benchmark's chart: throughput against writers, one line per mode.
+//! The benchmarks' charts: log-log lines, such as throughput against writers, one line per mode.
 
 use plotters::prelude::*;
 
@@ -6,14 +6,31 @@ use plotters::prelude::*;
 pub struct Series {
     /// The legend.
     pub name: String,
-    /// (writers, transactions per second).
+    /// (x, y) points, such as (writers, transactions per second).
     pub points: Vec<(u32, f64)>,
 }
 
-/// Draws `series` into an SVG file at `path`, log-scaled on both axes.
+/// Draws `series` into an SVG file at `path`, log-scaled on both axes: throughput against
+/// writers.
 pub fn throughput_chart(
     path: &std::path::Path,
     title: &str,
+    series: &[Series],
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    log_chart(
+        path,
+        title,
+        ("concurrent writers", "transactions / s"),
+        series,
+    )
+}
+
+/// Draws `series` into an SVG file at `path`, log-scaled on both axes, the axes described by
+/// `(x, y)`; the x ticks are the measured points' x values.
+pub fn log_chart(
+    path: &std::path::Path,
+    title: &str,
+    (x_desc, y_desc): (&str, &str),
     series: &[Series],
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
@@ -24,6 +41,12 @@ pub fn throughput_chart(
         .max()
         .unwrap_or(1)
         .max(2);
+    let min_writers = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .min()
+        .unwrap_or(1)
+        .max(1);
     let max_tps = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
@@ -59,15 +82,15 @@ pub fn throughput_chart(
         .x_label_area_size(44)
         .y_label_area_size(72)
         .build_cartesian_2d(
-            (1u32..max_writers + max_writers / 4)
+            (min_writers - min_writers / 4..max_writers + max_writers / 4)
                 .log_scale()
                 .with_key_points(writers),
             (bottom..top).log_scale().with_key_points(ticks),
         )?;
     chart
         .configure_mesh()
-        .x_desc("concurrent writers")
-        .y_desc("transactions / s")
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .bold_line_style(BLACK.mix(0.15))
         .light_line_style(TRANSPARENT)
         .y_label_formatter(&|tps| format!("{tps:.0}"))

@@ -366,23 +366,27 @@ impl<A: AsyncBench> AsyncSide<A> {
 pub type TimedOp<'a, A> =
     &'a (dyn for<'c> Fn(&'c mut A, i32) -> BoxFuture<'c, Result<(), BoxError>> + Send + Sync);
 
-/// The `hand-written ceiling`: [`hand_written_upsert`] into the writer's own record.
-pub(crate) fn hand_written_ceiling<C: BenchConnection>() -> AsyncOp<C::Async> {
-    Box::new(|conn, writer| {
+/// The `hand-written ceiling` (`one_record` false: slot 0 of the writer's own record) or
+/// `hand-written slots` (true: the writer's own slot of record 1): [`hand_written_upsert`].
+pub(crate) fn hand_written_ceiling<C: BenchConnection>(one_record: bool) -> AsyncOp<C::Async> {
+    Box::new(move |conn, writer| {
         Box::pin(async move {
-            hand_written_upsert::<C, _>(conn, writer).await?;
+            let (key, slot) = crate::modes::hand_written_row(one_record, writer);
+            hand_written_upsert::<C, _>(conn, key, slot).await?;
             Ok(())
         })
     })
 }
 
-/// The library's upsert for `T1`, slot 0, written by hand and prepared, on an async connection.
+/// The library's upsert into `T1`'s row (`key`, `slot`), written by hand and prepared, on an
+/// async connection.
 pub(crate) fn hand_written_upsert<C: BenchConnection, A: AsyncBench>(
     conn: &mut A,
     key: i32,
+    slot: i16,
 ) -> BoxFuture<'_, QueryResult<usize>> {
     Box::pin(async move {
-        let (slot, delta) = (Bind::SmallInt(0), Bind::BigInt(1));
+        let (slot, delta) = (Bind::SmallInt(slot), Bind::BigInt(1));
         let binds = [Bind::Integer(key), slot, delta, delta];
         A::run(conn, HandWritten::<Upsert>::new(C::UPSERT, &binds)).await
     })

@@ -312,12 +312,16 @@ pub(crate) fn anchor_run<C: BenchConnection>(
 pub(crate) type Entry<'a> = Box<dyn Fn() -> Result<Run, BoxError> + 'a>;
 
 /// Measures `entries` side by side: `opts.rounds` rounds, each running every entry once in
-/// turn, so that a slow moment of a shared machine hits all of them alike. Per entry, the round
-/// of median throughput, with the errors and retries of every round.
+/// turn, so that a slow moment of a shared machine hits all of them alike; each round starts one
+/// entry further on, so that no entry always follows the same one (what an entry leaves behind,
+/// dead rows or a warm cache, falls on each of the others in turn). Per entry, the round of
+/// median throughput, with the errors and retries of every round.
 pub(crate) fn interleaved(entries: &[Entry<'_>], opts: &Options) -> Result<Vec<Run>, BoxError> {
     let mut rounds: Vec<Vec<Run>> = entries.iter().map(|_| Vec::new()).collect();
-    for _ in 0..opts.rounds.max(1) {
-        for (entry, runs) in entries.iter().zip(&mut rounds) {
+    for round in 0..opts.rounds.max(1) as usize {
+        let start = round % entries.len().max(1);
+        for i in (start..entries.len()).chain(0..start) {
+            let (entry, runs) = (&entries[i], &mut rounds[i]);
             let before = CpuTimes::now();
             let mut run = entry()?;
             if let (Some(before), Some(after)) = (before, CpuTimes::now()) {

@@ -185,9 +185,9 @@ pub(crate) trait BenchConnection:
         self.run(HandWritten::<Event>::new(EVENT, &[Bind::Integer(writer)]))
     }
 
-    /// The library's upsert for `T1`, slot 0, written by hand.
-    fn hand_written_upsert(&mut self, key: i32) -> QueryResult<usize> {
-        let (slot, delta) = (Bind::SmallInt(0), Bind::BigInt(1));
+    /// The library's upsert into `T1`'s row (`key`, `slot`), written by hand.
+    fn hand_written_upsert(&mut self, key: i32, slot: i16) -> QueryResult<usize> {
+        let (slot, delta) = (Bind::SmallInt(slot), Bind::BigInt(1));
         let binds = [Bind::Integer(key), slot, delta, delta];
         self.run(HandWritten::<Upsert>::new(Self::UPSERT, &binds))
     }

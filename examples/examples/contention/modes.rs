@@ -61,6 +61,16 @@ pub(crate) fn per_writer_total<C: BenchConnection, T: CounterTable<Key = i32>>(
     })
 }
 
+/// The row a hand-written mode's writer adds to: slot 0 of its own record, or (`one_record`)
+/// its own slot of record 1.
+pub(crate) fn hand_written_row(one_record: bool, writer: i32) -> (i32, i16) {
+    if one_record {
+        (1, i16::try_from(writer).unwrap_or(i16::MAX))
+    } else {
+        (writer, 0)
+    }
+}
+
 pub(crate) fn modes<C: BenchConnection>(
     slots: u32,
     max_writers: u32,
@@ -132,18 +142,26 @@ pub(crate) fn modes<C: BenchConnection>(
     ];
     // The ceiling with the library's upsert written by hand (prepared, into a one-slot table,
     // a record per writer): what the library's own code costs inside a business transaction.
-    all.push(Mode {
-        name: "hand-written ceiling".into(),
-        increment: Box::new(|conn: &mut C, writer| {
-            Ok(conn.hand_written_upsert(writer).map(drop)?)
-        }),
-        total: per_writer_total::<C, bench_t1_hits_slots::table>(max_writers),
-        table: "bench_t1_hits_slots".into(),
-        prefill: None,
-        diesel_tx: false,
-        #[cfg(feature = "async")]
-        async_increment: Arc::new(asynch::hand_written_ceiling::<C>()),
-    });
+    // And the same statement into one record's rows, a slot per writer: what the slot layout
+    // (one record's rows side by side in the table and its index) costs against a record each.
+    for (name, one_record) in [
+        ("hand-written ceiling", false),
+        ("hand-written slots", true),
+    ] {
+        all.push(Mode {
+            name: name.into(),
+            increment: Box::new(move |conn: &mut C, writer| {
+                let (key, slot) = hand_written_row(one_record, writer);
+                Ok(conn.hand_written_upsert(key, slot).map(drop)?)
+            }),
+            total: per_writer_total::<C, bench_t1_hits_slots::table>(max_writers.max(2)),
+            table: "bench_t1_hits_slots".into(),
+            prefill: None,
+            diesel_tx: false,
+            #[cfg(feature = "async")]
+            async_increment: Arc::new(asynch::hand_written_ceiling::<C>(one_record)),
+        });
+    }
     if C::NAME != "sqlite" {
         // A candidate strategy, written by hand: a server-side choice of a slot nobody holds,
         // `FOR UPDATE SKIP LOCKED` over 64 pre-created slots; when every slot is held, the

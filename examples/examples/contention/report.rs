@@ -325,9 +325,9 @@ pub(crate) fn run<C: BenchConnection>(
     );
     println!(
         "| face | mode | tx/s | × raw private-row | × raw single-row | × library ceiling | × raw \
-         private-row, same client and runtime |"
+         private-row, same client and runtime | × hand-written ceiling |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
     let mut ratios = Vec::new();
     for face in ["sync", "async"] {
         let raw_private = find("raw", &anchor_name(C::NAME, face, Target::PrivateRow));
@@ -340,6 +340,13 @@ pub(crate) fn run<C: BenchConnection>(
                 _ => "async ceiling",
             },
         );
+        let hand = find(
+            face,
+            match face {
+                "sync" => "hand-written ceiling",
+                _ => "async hand-written ceiling",
+            },
+        );
         for mode in &modes {
             let name = match face {
                 "sync" => mode.name.clone(),
@@ -349,17 +356,23 @@ pub(crate) fn run<C: BenchConnection>(
                 continue;
             };
             let of = |anchor: Option<&Run>| anchor.and_then(|a| PairedRatio::of(run, a));
-            let (private, single, own, client) =
-                (of(raw_private), of(raw_single), of(ceiling), of(raw_client));
+            let (private, single, own, client, by_hand) = (
+                of(raw_private),
+                of(raw_single),
+                of(ceiling),
+                of(raw_client),
+                of(hand),
+            );
             let show =
                 |r: Option<PairedRatio>, digits: usize| r.map_or("–".into(), |r| r.show(digits));
             println!(
-                "| {face} | {name} | {:.0} | {} | {} | {} | {} |",
+                "| {face} | {name} | {:.0} | {} | {} | {} | {} | {} |",
                 run.tps,
                 show(private, 3),
                 show(single, 1),
                 show(own, 3),
-                show(client, 3)
+                show(client, 3),
+                show(by_hand, 3)
             );
             let json = |key: &str, r: Option<PairedRatio>| match r {
                 Some(r) => format!(
@@ -369,12 +382,13 @@ pub(crate) fn run<C: BenchConnection>(
                 None => format!("\"{key}\": null"),
             };
             ratios.push(format!(
-                "{{\"face\": \"{face}\", \"mode\": \"{name}\", \"tps\": {:.1}, {}, {}, {}, {}}}",
+                "{{\"face\": \"{face}\", \"mode\": \"{name}\", \"tps\": {:.1}, {}, {}, {}, {}, {}}}",
                 run.tps,
                 json("x_raw_private_row", private),
                 json("x_raw_single_row", single),
                 json("x_library_ceiling", own),
                 json("x_raw_client_private_row", client),
+                json("x_hand_written_ceiling", by_hand),
             ));
         }
     }
@@ -565,7 +579,7 @@ pub(crate) fn run<C: BenchConnection>(
                 n,
                 &mut [
                     &mut |c, i| Ok(T1::hits_of(i).increment(c)?),
-                    &mut |c, i| Ok(c.hand_written_upsert(n + i).map(drop)?),
+                    &mut |c, i| Ok(c.hand_written_upsert(n + i, 0).map(drop)?),
                     &mut |c, i| Ok(c.dsl_upsert(2 * n + i).map(drop)?),
                 ],
             )
@@ -580,7 +594,7 @@ pub(crate) fn run<C: BenchConnection>(
                 },
                 &|c, i| {
                     Box::pin(async move {
-                        Ok(asynch::hand_written_upsert::<C, _>(c, 4 * n + i)
+                        Ok(asynch::hand_written_upsert::<C, _>(c, 4 * n + i, 0)
                             .await
                             .map(drop)?)
                     })
@@ -646,8 +660,9 @@ pub(crate) fn run<C: BenchConnection>(
             let comma = if i + 1 < runs.len() { "," } else { "" };
             writeln!(
                 json,
-                "    {{\"face\": \"{}\", \"mode\": \"{}\", \"shape\": \"{}\", \"writers\": {}, \"committed\": {}, \"tps\": {:.1}, \"p50_ms\": {}, \"p99_ms\": {}, \"errors\": {}, \"retries\": {}, \"client_cpu_us_per_tx\": {}, \"machine_cpu_us_per_tx\": {}}}{comma}",
-                r.face, r.mode, r.shape.name(), r.writers, r.committed, r.tps, num(r.p50_ms), num(r.p99_ms), r.errors, r.retries, num(r.client_cpu_us), num(r.machine_cpu_us)
+                "    {{\"face\": \"{}\", \"mode\": \"{}\", \"shape\": \"{}\", \"writers\": {}, \"committed\": {}, \"tps\": {:.1}, \"p50_ms\": {}, \"p99_ms\": {}, \"errors\": {}, \"retries\": {}, \"client_cpu_us_per_tx\": {}, \"machine_cpu_us_per_tx\": {}, \"round_tps\": [{}]}}{comma}",
+                r.face, r.mode, r.shape.name(), r.writers, r.committed, r.tps, num(r.p50_ms), num(r.p99_ms), r.errors, r.retries, num(r.client_cpu_us), num(r.machine_cpu_us),
+                r.round_tps.iter().map(|t| format!("{t:.1}")).collect::<Vec<_>>().join(", ")
             )?;
         }
         writeln!(

@@ -31,7 +31,8 @@ pub struct Live {
     pub hold: Duration,
 }
 
-/// The tables `LiveItem` counts in, filled: the model's rows (cache column at 0), `hits` with
+/// The tables `LiveItem` counts in, filled: the model's rows (cache column at 0, and
+/// `anchor_count` for the hand-written roll-up of the size sweep), `hits` with
 /// the slot rows of the scale fill; `daily` starts empty, so retention runs as it does day to
 /// day once the old days are gone: it finds nothing before the cutoff.
 pub fn create<C: Server>(conn: &mut C, records: u32) -> Result<bool, BoxError> {
@@ -44,7 +45,8 @@ pub fn create<C: Server>(conn: &mut C, records: u32) -> Result<bool, BoxError> {
         conn.batch_execute(&format!("DROP TABLE IF EXISTS {table}"))?;
     }
     conn.batch_execute(
-        "CREATE TABLE scale_live (id INT PRIMARY KEY, hits_count BIGINT NOT NULL DEFAULT 0)",
+        "CREATE TABLE scale_live (id INT PRIMARY KEY, hits_count BIGINT NOT NULL DEFAULT 0, \
+         anchor_count BIGINT NOT NULL DEFAULT 0)",
     )?;
     for spec in <LiveItem as slotted_core::SlottedModel>::COUNTERS {
         conn.batch_execute(&slotted_core::migration::up_sql(spec, dialect))?;

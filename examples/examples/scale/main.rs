@@ -13,9 +13,14 @@
 //!   `(record_id INT PRIMARY KEY, count BIGINT)` table of the same totals;
 //! - **compaction**: slot rows folded per second by `compact_all` (batches of
 //!   `MAINTENANCE_BATCH` records, each its own transaction, `SKIP LOCKED`), against the same fold
-//!   written by hand in plain SQL over the same rows in batches of the same size (the anchor);
+//!   written by hand in plain SQL over the same rows in batches of the same size (the anchor), in
+//!   `COMPACTION_ROUNDS` rounds that each start both tables from the same written rows;
 //! - **reads**: `total` of the hottest record, `totals` of 1,000 and of 10,000 random records,
-//!   before compaction.
+//!   and `refresh_cache` of the 10,000 (against the same roll-up written by hand), before
+//!   compaction.
+//!
+//! The figures are charted against records beside the output (`<out>-storage.svg`,
+//! `-compaction.svg`, `-reads.svg`).
 //!
 //! Every size checks that compaction kept each total (the sum of all counts and the hottest
 //! record's total).
@@ -82,10 +87,11 @@ pub struct Anchor {
 }
 
 const SLOTS: u32 = 16;
-const TABLES: [&str; 3] = [
+const TABLES: [&str; 4] = [
     "scale_items_hits_slots",
     "scale_anchor_hits_slots",
     "scale_plain",
+    "scale_source",
 ];
 
 struct Options {
@@ -245,15 +251,21 @@ struct SizeFigures {
     plain_bytes: i64,
     reclaim: &'static str,
     rebuild: &'static str,
-    compact: Duration,
-    hand: Duration,
+    /// `compact_all`'s full pass and the hand-written fold's, round by round.
+    compact: Vec<Duration>,
+    hand: Vec<Duration>,
     hand_rows_after: i64,
     total_hot: Duration,
     totals_1k: Duration,
     totals_10k: Duration,
-    /// The plain table's reads of the same keys: hottest, 1,000, 10,000.
-    plain_reads: [Duration; 3],
+    refresh_10k: Duration,
+    /// The plain table's reads of the same keys: hottest, 1,000, 10,000; and the hand-written
+    /// roll-up of the 10,000.
+    plain_reads: [Duration; 4],
 }
+
+/// Compaction's rounds at each size: each folds the same written rows, both ways.
+const COMPACTION_ROUNDS: usize = 3;
 
 fn timed<T>(runs: u32, mut f: impl FnMut() -> Result<T, BoxError>) -> Result<Duration, BoxError> {
     let started = Instant::now();
@@ -308,36 +320,88 @@ fn one_size<C: Server>(conn: &mut C, records: u32) -> Result<SizeFigures, BoxErr
     let plain_hot = timed(200, || conn.pairs(&hot_sql))?;
     let plain_1k = timed(5, || conn.pairs(&sql_1k))?;
     let plain_10k = timed(5, || conn.pairs(&sql_10k))?;
-
-    // compact_all, then the same fold by hand on the anchor's copy of the rows.
-    let started = Instant::now();
-    let report = scale_items_hits_slots::table.compact_all(MAINTENANCE_BATCH, conn)?;
-    let compact = started.elapsed();
-    let rows_after = conn.rows(slots)?;
-    assert_eq!(conn.sum(slots)?, sum, "compaction kept the sum");
-    assert_eq!(
-        Item::hits_of(1).total(conn)?,
-        hot_total,
-        "and the hottest total"
-    );
-    assert!(
-        report.records > 0 && rows_after <= i64::from(records),
-        "at most one row per record after compaction"
-    );
-    let started = Instant::now();
-    let batch = MAINTENANCE_BATCH as i64;
-    let mut low = 1;
-    while low <= i64::from(records) {
-        conn.fold_by_hand(low, low + batch - 1)?;
-        low += batch;
+    // `refresh_cache` of the 10,000 into a cache column (`LiveItem`'s `hits`, a copy of the
+    // same rows), against the same roll-up written by hand into a column beside it; in turns.
+    let made_claims = live::create(conn, records)?;
+    let list: Vec<String> = k10.iter().map(i32::to_string).collect();
+    let list = list.join(",");
+    let (mut refresh_10k, mut hand_refresh_10k) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..3 {
+        refresh_10k += timed(1, || {
+            Ok(scale_live_hits_slots::table.refresh_cache(&k10, conn)?)
+        })?;
+        hand_refresh_10k += timed(1, || conn.roll_up_by_hand(&list))?;
     }
-    let hand = started.elapsed();
-    let hand_rows_after = conn.rows("scale_anchor_hits_slots")?;
-    assert_eq!(
-        conn.sum("scale_anchor_hits_slots")?,
-        sum,
-        "the hand fold kept the sum"
-    );
+    let rolled = conn.number(&format!(
+        "SELECT CAST(COUNT(*) AS {int}) AS n FROM scale_live WHERE id IN ({list}) \
+         AND (hits_count <> anchor_count OR hits_count = 0)"
+    ))?;
+    assert_eq!(rolled, 0, "both roll-ups wrote every total of the 10,000");
+    live::drop(conn, made_claims)?;
+    let (refresh_10k, hand_refresh_10k) = (refresh_10k / 3, hand_refresh_10k / 3);
+
+    // compact_all, and the same fold by hand on the anchor's copy of the rows, in rounds: each
+    // round starts both tables from the same written rows (made reusable as after the fill),
+    // and the two take turns going first.
+    conn.batch_execute("DROP TABLE IF EXISTS scale_source")?;
+    conn.batch_execute(&format!(
+        "CREATE TABLE scale_source AS SELECT record_id, slot, count FROM {slots}"
+    ))?;
+    let (mut compact, mut hand) = (Vec::new(), Vec::new());
+    let (mut rows_after, mut hand_rows_after) = (0, 0);
+    for round in 0..COMPACTION_ROUNDS {
+        if round > 0 {
+            for table in [slots, "scale_anchor_hits_slots"] {
+                conn.batch_execute(&format!(
+                    "TRUNCATE TABLE {table}; \
+                     INSERT INTO {table} (record_id, slot, count) SELECT record_id, slot, count FROM scale_source"
+                ))?;
+                conn.reclaim(table)?;
+            }
+        }
+        let mut slotted_fold = |conn: &mut C| -> Result<(), BoxError> {
+            let started = Instant::now();
+            let report = scale_items_hits_slots::table.compact_all(MAINTENANCE_BATCH, conn)?;
+            compact.push(started.elapsed());
+            rows_after = conn.rows(slots)?;
+            assert_eq!(conn.sum(slots)?, sum, "compaction kept the sum");
+            assert_eq!(
+                Item::hits_of(1).total(conn)?,
+                hot_total,
+                "and the hottest total"
+            );
+            assert!(
+                report.records > 0 && rows_after <= i64::from(records),
+                "at most one row per record after compaction"
+            );
+            Ok(())
+        };
+        let mut hand_fold = |conn: &mut C| -> Result<(), BoxError> {
+            let started = Instant::now();
+            let batch = MAINTENANCE_BATCH as i64;
+            let mut low = 1;
+            while low <= i64::from(records) {
+                conn.fold_by_hand(low, low + batch - 1)?;
+                low += batch;
+            }
+            hand.push(started.elapsed());
+            hand_rows_after = conn.rows("scale_anchor_hits_slots")?;
+            assert_eq!(
+                conn.sum("scale_anchor_hits_slots")?,
+                sum,
+                "the hand fold kept the sum"
+            );
+            Ok(())
+        };
+        if round % 2 == 0 {
+            slotted_fold(conn)?;
+            hand_fold(conn)?;
+        } else {
+            hand_fold(conn)?;
+            slotted_fold(conn)?;
+        }
+    }
+    conn.batch_execute("DROP TABLE scale_source")?;
 
     let bytes_compacted = conn.bytes(slots)?;
     conn.reclaim(slots)?;
@@ -363,8 +427,112 @@ fn one_size<C: Server>(conn: &mut C, records: u32) -> Result<SizeFigures, BoxErr
         total_hot,
         totals_1k,
         totals_10k,
-        plain_reads: [plain_hot, plain_1k, plain_10k],
+        refresh_10k,
+        plain_reads: [plain_hot, plain_1k, plain_10k, hand_refresh_10k],
     })
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Compaction's figures at one size.
+struct Compaction {
+    /// Rows folded per second: the median round of `compact_all`, and of the hand fold.
+    ours: f64,
+    anchor: f64,
+    /// `compact_all` over the hand fold, round by round: the median, lowest and highest.
+    ratio: f64,
+    low: f64,
+    high: f64,
+    /// `compact_all`'s median full pass.
+    pass: Duration,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+impl SizeFigures {
+    fn compaction(&self) -> Compaction {
+        let rate = |folded: i64, d: &Duration| folded as f64 / d.as_secs_f64();
+        let ours: Vec<f64> = (self.compact.iter())
+            .map(|d| rate(self.rows_before - self.rows_after, d))
+            .collect();
+        let anchor: Vec<f64> = (self.hand.iter())
+            .map(|d| rate(self.rows_before - self.hand_rows_after, d))
+            .collect();
+        let ratios: Vec<f64> = ours.iter().zip(&anchor).map(|(o, a)| o / a).collect();
+        let mut passes = self.compact.clone();
+        passes.sort();
+        Compaction {
+            ours: median(ours),
+            anchor: median(anchor),
+            ratio: median(ratios.clone()),
+            low: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+            high: ratios.iter().copied().fold(0.0, f64::max),
+            pass: passes.get(passes.len() / 2).copied().unwrap_or_default(),
+        }
+    }
+}
+
+/// The sweep's charts against records (log scales): bytes per record, rows folded per second,
+/// and µs per read, each with its anchors; saved beside `out` as `<out stem>-<name>.svg`.
+fn charts(backend: &str, figures: &[SizeFigures], out: &str) -> Result<(), BoxError> {
+    use slotted_examples::chart::{log_chart, Series};
+    let series = |name: &str, y: &dyn Fn(&SizeFigures) -> f64| Series {
+        name: name.to_owned(),
+        points: figures.iter().map(|f| (f.records, y(f))).collect(),
+    };
+    let per = |bytes: i64, f: &SizeFigures| bytes as f64 / f64::from(f.records);
+    let stem = out.strip_suffix(".txt").unwrap_or(out);
+    let charts: [(&str, &str, Vec<Series>); 3] = [
+        (
+            "storage",
+            "bytes per record (table + indexes)",
+            vec![
+                series("slot table, written", &|f| per(f.bytes[0], f)),
+                series("compacted, space made reusable", &|f| per(f.bytes[2], f)),
+                series("compacted and rebuilt", &|f| per(f.bytes[3], f)),
+                series("plain (record_id, count) table (anchor)", &|f| {
+                    per(f.plain_bytes, f)
+                }),
+            ],
+        ),
+        (
+            "compaction",
+            "slot rows folded / s",
+            vec![
+                series("compact_all", &|f| f.compaction().ours),
+                series("the fold by hand (anchor)", &|f| f.compaction().anchor),
+            ],
+        ),
+        (
+            "reads",
+            "µs per call",
+            vec![
+                series("total (hottest)", &|f| us(f.total_hot)),
+                series("plain table, one row (anchor)", &|f| us(f.plain_reads[0])),
+                series("totals of 1,000", &|f| us(f.totals_1k)),
+                series("plain table, 1,000 (anchor)", &|f| us(f.plain_reads[1])),
+                series("totals of 10,000", &|f| us(f.totals_10k)),
+                series("plain table, 10,000 (anchor)", &|f| us(f.plain_reads[2])),
+                series("refresh_cache of 10,000", &|f| us(f.refresh_10k)),
+                series(
+                    "roll-up by hand, 10,000 (anchor)",
+                    &|f| us(f.plain_reads[3]),
+                ),
+            ],
+        ),
+    ];
+    for (name, y, series) in charts {
+        let path = format!("{stem}-{name}.svg");
+        let title = format!("{backend}: {name} against records");
+        log_chart(std::path::Path::new(&path), &title, ("records", y), &series)?;
+        eprintln!("saved {path}");
+    }
+    Ok(())
 }
 
 fn report(backend: &str, figures: &[SizeFigures]) -> String {
@@ -398,44 +566,45 @@ fn report(backend: &str, figures: &[SizeFigures]) -> String {
     let _ = writeln!(out, "\n## compaction: slot rows folded per second\n");
     let _ = writeln!(
         out,
-        "| records | compact_all | by hand (anchor) | ratio | compact_all, full pass |"
+        "{COMPACTION_ROUNDS} rounds, each folding the same written rows both ways, the two taking \
+         turns going first: the median round of each, and the ratio of each round's pair (median, \
+         lowest and highest).\n"
     );
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| records | compact_all | by hand (anchor) | ratio | ratio's range | compact_all, full pass |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
     for f in figures {
-        let folded = (f.rows_before - f.rows_after) as f64;
-        let hand_folded = (f.rows_before - f.hand_rows_after) as f64;
-        let (ours, anchor) = (
-            folded / f.compact.as_secs_f64(),
-            hand_folded / f.hand.as_secs_f64(),
-        );
+        let c = f.compaction();
         let _ = writeln!(
             out,
-            "| {} | {ours:.0} | {anchor:.0} | {:.2} | {:.2?} |",
-            f.records,
-            ours / anchor,
-            f.compact
+            "| {} | {:.0} | {:.0} | {:.2} | {:.2}–{:.2} | {:.2?} |",
+            f.records, c.ours, c.anchor, c.ratio, c.low, c.high, c.pass
         );
     }
     let _ = writeln!(out, "\n## reads before compaction, µs per call\n");
     let _ = writeln!(
         out,
-        "slotted's call, and in brackets the plain table's read of the same keys (the anchor).\n"
+        "slotted's call, and in brackets the plain table's read of the same keys (the anchor); \
+         `refresh_cache` of the 10,000 into a cache column, and in brackets the same roll-up \
+         written by hand (one `UPDATE` from the slot sums).\n"
     );
     let _ = writeln!(
         out,
-        "| records | total (hottest) | totals of 1,000 | totals of 10,000 |"
+        "| records | total (hottest) | totals of 1,000 | totals of 10,000 | refresh_cache of 10,000 |"
     );
-    let _ = writeln!(out, "|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|");
     for f in figures {
-        let us = |d: Duration| d.as_secs_f64() * 1e6;
-        let [p1, p2, p3] = f.plain_reads.map(us);
+        let [p1, p2, p3, p4] = f.plain_reads.map(us);
         let _ = writeln!(
             out,
-            "| {} | {:.0} ({p1:.0}) | {:.0} ({p2:.0}) | {:.0} ({p3:.0}) |",
+            "| {} | {:.0} ({p1:.0}) | {:.0} ({p2:.0}) | {:.0} ({p3:.0}) | {:.0} ({p4:.0}) |",
             f.records,
             us(f.total_hot),
             us(f.totals_1k),
-            us(f.totals_10k)
+            us(f.totals_10k),
+            us(f.refresh_10k)
         );
     }
     out
@@ -499,6 +668,9 @@ fn run<C: Server + Send>(url: &str, options: &Options) -> Result<(), BoxError> {
         let mut figures = Vec::new();
         for &records in &options.sizes {
             figures.push(one_size(&mut conn, records)?);
+        }
+        if let Some(out) = &options.out {
+            charts(C::NAME, &figures, out)?;
         }
         report(C::NAME, &figures)
     };

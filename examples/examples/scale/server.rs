@@ -65,6 +65,9 @@ pub trait Server: CounterConnection + SimpleConnection + Sized {
     /// retention `DELETE` of `scale_live_daily_slots` before `cutoff`. Each its own statement or
     /// transaction.
     fn maintain_by_hand(&mut self, low: i64, high: i64, cutoff: i64) -> Result<(), BoxError>;
+    /// The roll-up of the records in `keys` (a comma-separated list), written by hand: their
+    /// totals from `scale_live_hits_slots` into `scale_live.anchor_count`, one statement.
+    fn roll_up_by_hand(&mut self, keys: &str) -> Result<(), BoxError>;
 }
 
 #[cfg(feature = "postgres")]
@@ -134,6 +137,15 @@ impl Server for diesel::PgConnection {
              WHERE scale_live.id = s.record_id; \
              DELETE FROM scale_live_daily_slots \
              WHERE record_id BETWEEN {low} AND {high} AND bucket < {cutoff}"
+        ))?;
+        Ok(())
+    }
+
+    fn roll_up_by_hand(&mut self, keys: &str) -> Result<(), BoxError> {
+        self.batch_execute(&format!(
+            "UPDATE scale_live SET anchor_count = s.total FROM (SELECT record_id, SUM(count) AS total \
+             FROM scale_live_hits_slots WHERE record_id IN ({keys}) GROUP BY record_id) s \
+             WHERE scale_live.id = s.record_id"
         ))?;
         Ok(())
     }
@@ -217,6 +229,15 @@ impl Server for diesel::MysqlConnection {
              SET p.hits_count = s.total; \
              DELETE FROM scale_live_daily_slots \
              WHERE record_id BETWEEN {low} AND {high} AND bucket < {cutoff}"
+        ))?;
+        Ok(())
+    }
+
+    fn roll_up_by_hand(&mut self, keys: &str) -> Result<(), BoxError> {
+        self.batch_execute(&format!(
+            "UPDATE scale_live p JOIN (SELECT record_id, SUM(count) AS total \
+             FROM scale_live_hits_slots WHERE record_id IN ({keys}) GROUP BY record_id) s \
+             ON p.id = s.record_id SET p.anchor_count = s.total"
         ))?;
         Ok(())
     }

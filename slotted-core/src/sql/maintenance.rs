@@ -6,9 +6,9 @@ use diesel::QueryResult;
 
 use super::slot::Use;
 use super::{
-    push_columns, push_key_match, push_keys_in, push_list, push_qualified, push_row_columns,
-    push_row_match, push_tuple, statement, varies_with_batch, Scope, SlotValue, BUCKET, COUNT,
-    RECORD_TYPE, SLOT,
+    push_columns, push_key_match, push_keys_in, push_list, push_qualified, push_record_type,
+    push_row_columns, push_row_match, push_tuple, statement, varies_with_batch, Scope, SlotValue,
+    BUCKET, COUNT, RECORD_TYPE, SLOT, TOTAL,
 };
 use crate::dialect::{CounterBackend, Dialect};
 use crate::key::KeyValue;
@@ -267,6 +267,214 @@ impl<DB: CounterBackend> QueryFragment<DB> for DeleteRows<'_> {
     }
 }
 
+/// PostgreSQL's compaction of one batch in one statement: the rows of `scope` no other
+/// transaction holds are locked in key order (`FOR UPDATE SKIP LOCKED`, at their latest values)
+/// and summed per (record, bucket) exactly (`SUM` of `BIGINT` is `NUMERIC`); each group's
+/// lowest slot row takes the sum and the group's other locked rows are deleted (all of them
+/// when the sum is 0). A record with a group whose sum leaves `BIGINT` keeps all its rows
+/// (`PoisonedGroups` names it). Nothing is inserted, and only locked rows are written: the
+/// `DELETE` and `UPDATE` find them by key through the statement's snapshot and, where a writer
+/// committed a newer version before the lock, act on that version, the one locked and summed
+/// (READ COMMITTED's recheck). So their conditions test only what no writer changes (the key,
+/// the slot) and the CTEs' own values, never a row's `count`: a row the snapshot's version
+/// filters out is not rechecked.
+/// Returns one [`CompactedBatch`] row.
+pub(crate) struct CompactInPlace<'a> {
+    scope: Scope<'a>,
+    /// The locking read of `scope`'s rows.
+    taken: Rows<'a>,
+}
+
+impl<'a> CompactInPlace<'a> {
+    pub(crate) fn new(scope: Scope<'a>) -> Self {
+        let taken = Rows(RowsQuery::Lock {
+            scope,
+            skip_locked: true,
+        });
+        CompactInPlace { scope, taken }
+    }
+}
+
+/// The `CTE`s' names (lower case, so that they need no quoting).
+const TAKEN: &str = "slotted_taken";
+const GROUPS: &str = "slotted_groups";
+const GOOD: &str = "slotted_good";
+
+/// The `BIGINT` range, as a `NUMERIC` sum is tested against it.
+const IN_BIGINT: &str = " BETWEEN -9223372036854775808 AND 9223372036854775807";
+
+impl<DB: CounterBackend> QueryFragment<DB> for CompactInPlace<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        let spec = self.scope.spec;
+        let keys = spec.key_columns();
+        let bucketed = spec.bucket.is_some();
+        let same_group = |out: &mut AstPass<'_, 'b, DB>, a: &str, b: &str| {
+            push_same_key(out, keys, a, b)?;
+            if bucketed {
+                out.push_sql(" AND ");
+                push_same_key(out, &[BUCKET], a, b)?;
+            }
+            QueryResult::Ok(())
+        };
+        let group_columns = |out: &mut AstPass<'_, 'b, DB>| {
+            push_columns(out, keys, None)?;
+            out.push_sql(", ");
+            out.push_identifier(BUCKET)
+        };
+        out.push_sql("WITH ");
+        out.push_sql(TAKEN);
+        out.push_sql(" AS (");
+        self.taken.walk_ast(out.reborrow())?;
+        out.push_sql("), ");
+        out.push_sql(GROUPS);
+        out.push_sql(" AS (SELECT ");
+        group_columns(&mut out)?;
+        out.push_sql(", MIN(");
+        out.push_identifier(SLOT)?;
+        out.push_sql(") AS ");
+        out.push_identifier(SLOT)?;
+        out.push_sql(", SUM(");
+        out.push_identifier(COUNT)?;
+        out.push_sql(") AS total, COUNT(*) AS n FROM ");
+        out.push_sql(TAKEN);
+        out.push_sql(" GROUP BY ");
+        group_columns(&mut out)?;
+        out.push_sql("), ");
+        // The groups of records none of whose groups leaves BIGINT.
+        out.push_sql(GOOD);
+        out.push_sql(" AS (SELECT * FROM ");
+        out.push_sql(GROUPS);
+        out.push_sql(" g WHERE NOT EXISTS (SELECT 1 FROM ");
+        out.push_sql(GROUPS);
+        out.push_sql(" p WHERE ");
+        push_same_key(&mut out, keys, "p", "g")?;
+        out.push_sql(" AND p.total NOT");
+        out.push_sql(IN_BIGINT);
+        out.push_sql(")), slotted_gone AS (DELETE FROM ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" USING ");
+        out.push_sql(TAKEN);
+        out.push_sql(" k, ");
+        out.push_sql(GOOD);
+        out.push_sql(" g WHERE ");
+        same_group(&mut out, spec.table, "k")?;
+        out.push_sql(" AND ");
+        push_qualified(&mut out, spec.table, SLOT)?;
+        out.push_sql(" = k.");
+        out.push_identifier(SLOT)?;
+        push_record_type(&mut out, spec)?;
+        out.push_sql(" AND ");
+        same_group(&mut out, "k", "g")?;
+        out.push_sql(" AND (k.");
+        out.push_identifier(SLOT)?;
+        out.push_sql(" <> g.");
+        out.push_identifier(SLOT)?;
+        out.push_sql(" OR g.total = 0) RETURNING 1), slotted_kept AS (UPDATE ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" SET ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(" = CAST(g.total AS BIGINT) FROM ");
+        out.push_sql(GOOD);
+        out.push_sql(" g WHERE ");
+        same_group(&mut out, spec.table, "g")?;
+        out.push_sql(" AND ");
+        push_qualified(&mut out, spec.table, SLOT)?;
+        out.push_sql(" = g.");
+        out.push_identifier(SLOT)?;
+        push_record_type(&mut out, spec)?;
+        // A group of one row holds its sum already: not rewritten. Never a test of the row's
+        // `count` here: it is read as the snapshot saw it, and a row that a writer changed
+        // before the lock and that the test filtered out would be skipped, not rechecked at its
+        // locked version (the sum would lose the other rows the `DELETE` removes).
+        out.push_sql(" AND g.total <> 0 AND g.n > 1 RETURNING 1) SELECT CAST(COUNT(DISTINCT (");
+        push_columns(&mut out, keys, None)?;
+        out.push_sql(
+            ")) AS BIGINT) AS records, CAST(COALESCE(SUM(n), 0) AS BIGINT) AS rows_before, \
+             CAST(COUNT(*) FILTER (WHERE total <> 0) AS BIGINT) AS rows_after, \
+             (SELECT CAST(COUNT(*) AS BIGINT) FROM ",
+        );
+        out.push_sql(GROUPS);
+        out.push_sql(
+            ") - CAST(COUNT(*) AS BIGINT) AS poisoned, \
+             (SELECT CAST(COUNT(*) AS BIGINT) FROM slotted_gone) + \
+             (SELECT CAST(COUNT(*) AS BIGINT) FROM slotted_kept) AS written FROM ",
+        );
+        out.push_sql(GOOD);
+        Ok(())
+    }
+}
+
+/// `a.c = b.c AND …` over `columns`.
+fn push_same_key<DB: CounterBackend>(
+    out: &mut AstPass<'_, '_, DB>,
+    columns: &[&str],
+    a: &str,
+    b: &str,
+) -> QueryResult<()> {
+    for (i, column) in columns.iter().enumerate() {
+        if i > 0 {
+            out.push_sql(" AND ");
+        }
+        push_qualified(out, a, column)?;
+        out.push_sql(" = ");
+        push_qualified(out, b, column)?;
+    }
+    Ok(())
+}
+
+/// [`CompactInPlace`]'s row.
+pub(crate) struct CompactedBatch {
+    /// Records whose groups were folded.
+    pub records: i64,
+    pub rows_before: i64,
+    pub rows_after: i64,
+    /// Groups left as they are: their records have a group whose sum leaves `BIGINT`.
+    pub poisoned: i64,
+}
+
+impl<DB: CounterBackend> diesel::deserialize::QueryableByName<DB> for CompactedBatch {
+    fn build<'a>(row: &impl diesel::row::NamedRow<'a, DB>) -> diesel::deserialize::Result<Self> {
+        Ok(CompactedBatch {
+            records: DB::read_big_int(row, "records")?,
+            rows_before: DB::read_big_int(row, "rows_before")?,
+            rows_after: DB::read_big_int(row, "rows_after")?,
+            poisoned: DB::read_big_int(row, "poisoned")?,
+        })
+    }
+}
+
+/// The (record, bucket) groups of `scope` whose sum leaves `BIGINT`, as `(key, sum as text)`
+/// rows: what [`CompactInPlace`] left alone, for the report.
+pub(crate) struct PoisonedGroups<'a>(pub Scope<'a>);
+
+impl<DB: CounterBackend> QueryFragment<DB> for PoisonedGroups<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        let spec = self.0.spec;
+        out.push_sql("SELECT ");
+        push_columns(&mut out, spec.key_columns(), None)?;
+        out.push_sql(", CAST(SUM(");
+        out.push_identifier(COUNT)?;
+        out.push_sql(") AS TEXT) AS ");
+        out.push_identifier(TOTAL)?;
+        out.push_sql(" FROM ");
+        out.push_identifier(spec.table)?;
+        self.0.push_where(&mut out)?;
+        out.push_sql(" GROUP BY ");
+        push_columns(&mut out, spec.key_columns(), None)?;
+        if spec.bucket.is_some() {
+            out.push_sql(", ");
+            out.push_identifier(BUCKET)?;
+        }
+        out.push_sql(" HAVING SUM(");
+        out.push_identifier(COUNT)?;
+        out.push_sql(") NOT");
+        out.push_sql(IN_BIGINT);
+        Ok(())
+    }
+}
+
 /// What a multi-row `INSERT` does with a row that exists already.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnConflict {
@@ -451,7 +659,16 @@ impl<DB: CounterBackend> QueryFragment<DB> for DeleteScope<'_> {
     }
 }
 
-statement!(by_text: Rows, DeleteRows, InsertRows, UpdateRows, RefreshCache, DeleteScope);
+statement!(
+    by_text: Rows,
+    DeleteRows,
+    InsertRows,
+    UpdateRows,
+    RefreshCache,
+    DeleteScope,
+    CompactInPlace,
+    PoisonedGroups
+);
 
 /// Whether a PostgreSQL server refuses writes: a hot standby (`pg_is_in_recovery()`), or a
 /// session whose transactions are read-only. Maintenance asks before its first batch, whose
