@@ -6,9 +6,9 @@ use diesel::QueryResult;
 
 use super::slot::Use;
 use super::{
-    push_columns, push_key_match, push_keys_in, push_list, push_qualified, push_record_type,
-    push_row_columns, push_row_match, push_tuple, statement, varies_with_batch, Scope, SlotValue,
-    BUCKET, COUNT, RECORD_TYPE, SLOT, TOTAL,
+    push_columns, push_key_match, push_key_values, push_keys_in, push_list, push_qualified,
+    push_record_type, push_row_columns, push_row_match, push_tuple, statement, varies_with_batch,
+    Scope, SlotValue, BUCKET, COUNT, RECORD_TYPE, SLOT, TOTAL,
 };
 use crate::dialect::{CounterBackend, Dialect};
 use crate::key::KeyValue;
@@ -576,7 +576,8 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
 
 /// `UPDATE parent SET cache = CASE WHEN key = ? THEN ? … ELSE cache END WHERE key IN (…)`
 /// (for a composite key, `key = ?` and `IN` are over its columns), locking the parent rows in
-/// key order, in one statement.
+/// key order, in one statement. PostgreSQL: `UPDATE parent SET cache = l.total FROM (SELECT …
+/// FROM parent JOIN (VALUES (key, total), …) ORDER BY key FOR UPDATE) AS l WHERE key = l.key`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RefreshCache<'a> {
     pub cache: &'a CacheSpec,
@@ -597,6 +598,38 @@ impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
         out.push_identifier(table)?;
         out.push_sql(" SET ");
         out.push_identifier(column)?;
+        if DB::DIALECT == Dialect::Postgres {
+            // The totals as a table joined on the key: a `CASE` of a `WHEN` per key tests every
+            // row against every key (10,000 keys took 3.5 times a hand-written roll-up).
+            // The parent rows are locked in key order first, in the same statement.
+            out.push_sql(" = slotted_locked.");
+            out.push_identifier(TOTAL)?;
+            out.push_sql(" FROM (SELECT ");
+            push_columns(&mut out, key_columns, Some("slotted_parent"))?;
+            out.push_sql(", slotted_totals.");
+            out.push_identifier(TOTAL)?;
+            out.push_sql(" FROM ");
+            out.push_identifier(table)?;
+            out.push_sql(" AS slotted_parent JOIN (VALUES ");
+            push_list(&mut out, self.totals, |out, (key, total)| {
+                out.push_sql("(");
+                push_key_values(out, key)?;
+                out.push_sql(", ");
+                DB::push_big_int(out, total)?;
+                out.push_sql(")");
+                Ok(())
+            })?;
+            out.push_sql(") AS slotted_totals (");
+            push_columns(&mut out, key_columns, None)?;
+            out.push_sql(", ");
+            out.push_identifier(TOTAL)?;
+            out.push_sql(") ON ");
+            push_same_key(&mut out, key_columns, "slotted_parent", "slotted_totals")?;
+            out.push_sql(" ORDER BY ");
+            push_columns(&mut out, key_columns, Some("slotted_parent"))?;
+            out.push_sql(" FOR UPDATE OF slotted_parent) AS slotted_locked WHERE ");
+            return push_same_key(&mut out, key_columns, table, "slotted_locked");
+        }
         out.push_sql(" = CASE");
         for (key, total) in self.totals {
             out.push_sql(" WHEN ");
@@ -611,33 +644,13 @@ impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
             push_keys_in(out, key_columns, None, self.totals, |(key, _)| key)
         };
         match DB::DIALECT {
-            // Lock the rows in key order first, in the same statement.
-            Dialect::Postgres => {
-                out.push_sql(" FROM (SELECT ");
-                push_columns(&mut out, key_columns, None)?;
-                out.push_sql(" FROM ");
-                out.push_identifier(table)?;
-                out.push_sql(" WHERE ");
-                push_keys(&mut out)?;
-                out.push_sql(" ORDER BY ");
-                push_columns(&mut out, key_columns, None)?;
-                out.push_sql(" FOR UPDATE) AS slotted_locked WHERE ");
-                for (i, key_column) in key_columns.iter().enumerate() {
-                    if i > 0 {
-                        out.push_sql(" AND ");
-                    }
-                    push_qualified(&mut out, table, key_column)?;
-                    out.push_sql(" = slotted_locked.");
-                    out.push_identifier(key_column)?;
-                }
-            }
             Dialect::Mysql => {
                 out.push_sql(" WHERE ");
                 push_keys(&mut out)?;
                 out.push_sql(" ORDER BY ");
                 push_columns(&mut out, key_columns, None)?;
             }
-            Dialect::Sqlite => {
+            Dialect::Sqlite | Dialect::Postgres => {
                 out.push_sql(" WHERE ");
                 push_keys(&mut out)?;
             }
