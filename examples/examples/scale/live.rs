@@ -81,6 +81,9 @@ pub fn create<C: Server>(conn: &mut C, records: u32) -> Result<bool, BoxError> {
     if claims == 0 {
         conn.batch_execute(&slotted_core::migration::columns_up_sql(dialect))?;
     }
+    for table in ["scale_live", "scale_live_hits_slots"] {
+        conn.analyze(table)?;
+    }
     scale_live_hits_slots::table.refresh_cache(&[1], conn)?;
     Ok(claims == 0)
 }

@@ -254,6 +254,8 @@ struct SizeFigures {
     /// `compact_all`'s full pass and the hand-written fold's, round by round.
     compact: Vec<Duration>,
     hand: Vec<Duration>,
+    /// The hand-written fold with the rows locked first (`Server::fold_by_hand`'s `locked`).
+    hand_locked: Vec<Duration>,
     hand_rows_after: i64,
     total_hot: Duration,
     totals_1k: Duration,
@@ -347,18 +349,21 @@ fn one_size<C: Server>(conn: &mut C, records: u32) -> Result<SizeFigures, BoxErr
     conn.batch_execute(&format!(
         "CREATE TABLE scale_source AS SELECT record_id, slot, count FROM {slots}"
     ))?;
-    let (mut compact, mut hand) = (Vec::new(), Vec::new());
+    let (mut compact, mut hand, mut hand_locked) = (Vec::new(), Vec::new(), Vec::new());
     let (mut rows_after, mut hand_rows_after) = (0, 0);
-    for round in 0..COMPACTION_ROUNDS {
+    let reset = |conn: &mut C, table: &str, round: usize| -> Result<(), BoxError> {
         if round > 0 {
-            for table in [slots, "scale_anchor_hits_slots"] {
-                conn.batch_execute(&format!(
-                    "TRUNCATE TABLE {table}; \
-                     INSERT INTO {table} (record_id, slot, count) SELECT record_id, slot, count FROM scale_source"
-                ))?;
-                conn.reclaim(table)?;
-            }
+            conn.batch_execute(&format!(
+                "TRUNCATE TABLE {table}; \
+                 INSERT INTO {table} (record_id, slot, count) SELECT record_id, slot, count FROM scale_source"
+            ))?;
+            conn.reclaim(table)?;
         }
+        conn.analyze(table)
+    };
+    for round in 0..COMPACTION_ROUNDS {
+        reset(conn, slots, round)?;
+        reset(conn, "scale_anchor_hits_slots", round)?;
         let mut slotted_fold = |conn: &mut C| -> Result<(), BoxError> {
             let started = Instant::now();
             let report = scale_items_hits_slots::table.compact_all(MAINTENANCE_BATCH, conn)?;
@@ -376,30 +381,33 @@ fn one_size<C: Server>(conn: &mut C, records: u32) -> Result<SizeFigures, BoxErr
             );
             Ok(())
         };
-        let mut hand_fold = |conn: &mut C| -> Result<(), BoxError> {
+        let mut hand_fold = |conn: &mut C, locked: bool| -> Result<Duration, BoxError> {
             let started = Instant::now();
             let batch = MAINTENANCE_BATCH as i64;
             let mut low = 1;
             while low <= i64::from(records) {
-                conn.fold_by_hand(low, low + batch - 1)?;
+                conn.fold_by_hand(low, low + batch - 1, locked)?;
                 low += batch;
             }
-            hand.push(started.elapsed());
+            let took = started.elapsed();
             hand_rows_after = conn.rows("scale_anchor_hits_slots")?;
             assert_eq!(
                 conn.sum("scale_anchor_hits_slots")?,
                 sum,
                 "the hand fold kept the sum"
             );
-            Ok(())
+            Ok(took)
         };
         if round % 2 == 0 {
             slotted_fold(conn)?;
-            hand_fold(conn)?;
+            hand.push(hand_fold(conn, false)?);
         } else {
-            hand_fold(conn)?;
+            hand.push(hand_fold(conn, false)?);
             slotted_fold(conn)?;
         }
+        // The hand fold again from the written rows, locking them first.
+        reset(conn, "scale_anchor_hits_slots", 1)?;
+        hand_locked.push(hand_fold(conn, true)?);
     }
     conn.batch_execute("DROP TABLE scale_source")?;
 
@@ -423,6 +431,7 @@ fn one_size<C: Server>(conn: &mut C, records: u32) -> Result<SizeFigures, BoxErr
         rebuild,
         compact,
         hand,
+        hand_locked,
         hand_rows_after,
         total_hot,
         totals_1k,
@@ -445,6 +454,10 @@ struct Compaction {
     ratio: f64,
     low: f64,
     high: f64,
+    /// The hand fold that locks the rows first: its median rows per second, and `compact_all`
+    /// over it (the median of the rounds).
+    locked: f64,
+    locked_ratio: f64,
     /// `compact_all`'s median full pass.
     pass: Duration,
 }
@@ -464,6 +477,10 @@ impl SizeFigures {
             .map(|d| rate(self.rows_before - self.hand_rows_after, d))
             .collect();
         let ratios: Vec<f64> = ours.iter().zip(&anchor).map(|(o, a)| o / a).collect();
+        let locked: Vec<f64> = (self.hand_locked.iter())
+            .map(|d| rate(self.rows_before - self.hand_rows_after, d))
+            .collect();
+        let locked_ratios: Vec<f64> = ours.iter().zip(&locked).map(|(o, l)| o / l).collect();
         let mut passes = self.compact.clone();
         passes.sort();
         Compaction {
@@ -472,6 +489,8 @@ impl SizeFigures {
             ratio: median(ratios.clone()),
             low: ratios.iter().copied().fold(f64::INFINITY, f64::min),
             high: ratios.iter().copied().fold(0.0, f64::max),
+            locked: median(locked),
+            locked_ratio: median(locked_ratios),
             pass: passes.get(passes.len() / 2).copied().unwrap_or_default(),
         }
     }
@@ -506,6 +525,7 @@ fn charts(backend: &str, figures: &[SizeFigures], out: &str) -> Result<(), BoxEr
             vec![
                 series("compact_all", &|f| f.compaction().ours),
                 series("the fold by hand (anchor)", &|f| f.compaction().anchor),
+                series("by hand, rows locked first", &|f| f.compaction().locked),
             ],
         ),
         (
@@ -568,19 +588,21 @@ fn report(backend: &str, figures: &[SizeFigures]) -> String {
         out,
         "{COMPACTION_ROUNDS} rounds, each folding the same written rows both ways, the two taking \
          turns going first: the median round of each, and the ratio of each round's pair (median, \
-         lowest and highest).\n"
+         lowest and highest). Then, in each round, the hand fold again from the written rows with \
+         each batch's rows locked first (`FOR UPDATE SKIP LOCKED`, as `compact_all` locks them so \
+         as never to wait behind a writer): what that lock costs.\n"
     );
     let _ = writeln!(
         out,
-        "| records | compact_all | by hand (anchor) | ratio | ratio's range | compact_all, full pass |"
+        "| records | compact_all | by hand (anchor) | ratio | ratio's range | by hand, rows locked first | compact_all / it | compact_all, full pass |"
     );
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|");
     for f in figures {
         let c = f.compaction();
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.0} | {:.2} | {:.2}–{:.2} | {:.2?} |",
-            f.records, c.ours, c.anchor, c.ratio, c.low, c.high, c.pass
+            "| {} | {:.0} | {:.0} | {:.2} | {:.2}–{:.2} | {:.0} | {:.2} | {:.2?} |",
+            f.records, c.ours, c.anchor, c.ratio, c.low, c.high, c.locked, c.locked_ratio, c.pass
         );
     }
     let _ = writeln!(out, "\n## reads before compaction, µs per call\n");

@@ -47,6 +47,9 @@ pub trait Server: CounterConnection + SimpleConnection + Sized {
     fn pairs(&mut self, sql: &str) -> Result<usize, BoxError>;
     /// Table and index bytes of `table`, after the database's statistics were refreshed.
     fn bytes(&mut self, table: &str) -> Result<i64, BoxError>;
+    /// Refreshes the planner's statistics of `table`, as autovacuum or InnoDB's automatic
+    /// statistics would after a bulk load.
+    fn analyze(&mut self, table: &str) -> Result<(), BoxError>;
     /// The dead rows the table leaves behind and the runs that clean them, as the server counts
     /// them (PostgreSQL: `n_dead_tup` and autovacuum runs of the table; MariaDB: InnoDB's history
     /// list length, server-wide, and 0).
@@ -58,7 +61,11 @@ pub trait Server: CounterConnection + SimpleConnection + Sized {
     /// Rebuilds a table to its minimal size; the command's name.
     fn rebuild(&mut self, table: &str) -> Result<&'static str, BoxError>;
     /// Folds the anchor's rows of records `low..=high` into one row each, by hand.
-    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError>;
+    /// With `locked`, the same fold in a transaction that first locks the range's rows no other
+    /// transaction holds (`SELECT … FOR UPDATE SKIP LOCKED`), as `compact_all` must so that it
+    /// never waits behind a writer: what that lock costs, the fold unchanged (so not exact
+    /// beside writers: a measure, not a way to compact).
+    fn fold_by_hand(&mut self, low: i64, high: i64, locked: bool) -> Result<(), BoxError>;
     /// The live run's maintenance written by hand over records `low..=high`, as plain SQL beside
     /// live writers: the fold of `scale_live_hits_slots` (exact beside writers: a writer's new
     /// row is added to, not refused), the roll-up into `scale_live.hits_count`, and the
@@ -68,6 +75,19 @@ pub trait Server: CounterConnection + SimpleConnection + Sized {
     /// The roll-up of the records in `keys` (a comma-separated list), written by hand: their
     /// totals from `scale_live_hits_slots` into `scale_live.anchor_count`, one statement.
     fn roll_up_by_hand(&mut self, keys: &str) -> Result<(), BoxError>;
+}
+
+/// For `fold_by_hand`: `BEGIN; `, the locking read of the anchor's rows `low..=high`, and
+/// `; COMMIT`, when `locked`; else empty.
+fn lock_first(locked: bool, low: i64, high: i64) -> (&'static str, String, &'static str) {
+    if !locked {
+        return ("", String::new(), "");
+    }
+    let lock = format!(
+        "SELECT record_id, slot, count FROM scale_anchor_hits_slots \
+         WHERE record_id BETWEEN {low} AND {high} ORDER BY record_id, slot FOR UPDATE SKIP LOCKED; "
+    );
+    ("BEGIN; ", lock, "; COMMIT")
 }
 
 #[cfg(feature = "postgres")]
@@ -83,8 +103,12 @@ impl Server for diesel::PgConnection {
         Ok(diesel::sql_query(sql).load::<Pair>(self)?.len())
     }
 
+    fn analyze(&mut self, table: &str) -> Result<(), BoxError> {
+        Ok(self.batch_execute(&format!("ANALYZE {table}"))?)
+    }
+
     fn bytes(&mut self, table: &str) -> Result<i64, BoxError> {
-        self.batch_execute(&format!("ANALYZE {table}"))?;
+        self.analyze(table)?;
         self.number(&format!("SELECT pg_total_relation_size('{table}') AS n"))
     }
 
@@ -113,13 +137,14 @@ impl Server for diesel::PgConnection {
         Ok("VACUUM FULL")
     }
 
-    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError> {
+    fn fold_by_hand(&mut self, low: i64, high: i64, locked: bool) -> Result<(), BoxError> {
         // One statement per batch: delete the rows and insert their sums.
+        let (begin, lock, commit) = lock_first(locked, low, high);
         self.batch_execute(&format!(
-            "WITH gone AS (DELETE FROM scale_anchor_hits_slots \
+            "{begin}{lock}WITH gone AS (DELETE FROM scale_anchor_hits_slots \
              WHERE record_id BETWEEN {low} AND {high} RETURNING record_id, count) \
              INSERT INTO scale_anchor_hits_slots (record_id, slot, count) \
-             SELECT record_id, 0, SUM(count) FROM gone GROUP BY record_id HAVING SUM(count) <> 0"
+             SELECT record_id, 0, SUM(count) FROM gone GROUP BY record_id HAVING SUM(count) <> 0{commit}"
         ))?;
         Ok(())
     }
@@ -164,8 +189,12 @@ impl Server for diesel::MysqlConnection {
         Ok(diesel::sql_query(sql).load::<Pair>(self)?.len())
     }
 
+    fn analyze(&mut self, table: &str) -> Result<(), BoxError> {
+        Ok(self.batch_execute(&format!("ANALYZE TABLE {table}"))?)
+    }
+
     fn bytes(&mut self, table: &str) -> Result<i64, BoxError> {
-        self.batch_execute(&format!("ANALYZE TABLE {table}"))?;
+        self.analyze(table)?;
         self.number(
             &format!(
                 "SELECT CAST(data_length + index_length AS SIGNED) AS n FROM information_schema.tables \
@@ -194,12 +223,13 @@ impl Server for diesel::MysqlConnection {
         Ok("OPTIMIZE TABLE")
     }
 
-    fn fold_by_hand(&mut self, low: i64, high: i64) -> Result<(), BoxError> {
+    fn fold_by_hand(&mut self, low: i64, high: i64, locked: bool) -> Result<(), BoxError> {
         // No writable CTE: each record with more than one row keeps its lowest slot's row, set
         // to the sum, and loses the others; one transaction. (Summing into a temporary table,
         // deleting the range and inserting the sums was 4x slower at 10^6 records.)
+        let (_, lock, _) = lock_first(locked, low, high);
         self.batch_execute(&format!(
-            "BEGIN; \
+            "BEGIN; {lock}\
              UPDATE scale_anchor_hits_slots a JOIN (SELECT record_id, MIN(slot) AS slot, \
              SUM(count) AS total FROM scale_anchor_hits_slots WHERE record_id BETWEEN {low} AND {high} \
              GROUP BY record_id HAVING COUNT(*) > 1) f ON a.record_id = f.record_id AND a.slot = f.slot \

@@ -577,7 +577,8 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
 /// `UPDATE parent SET cache = CASE WHEN key = ? THEN ? … ELSE cache END WHERE key IN (…)`
 /// (for a composite key, `key = ?` and `IN` are over its columns), locking the parent rows in
 /// key order, in one statement. PostgreSQL: `UPDATE parent SET cache = l.total FROM (SELECT …
-/// FROM parent JOIN (VALUES (key, total), …) ORDER BY key FOR UPDATE) AS l WHERE key = l.key`.
+/// FROM parent JOIN (VALUES (key, total), …) … WHERE key IN (…) ORDER BY key FOR UPDATE) AS l
+/// WHERE key = l.key AND key IN (…)`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RefreshCache<'a> {
     pub cache: &'a CacheSpec,
@@ -625,10 +626,29 @@ impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
             out.push_identifier(TOTAL)?;
             out.push_sql(") ON ");
             push_same_key(&mut out, key_columns, "slotted_parent", "slotted_totals")?;
+            // The keys again as a list, on both sides: with the join alone the planner
+            // estimates the rows it finds no better than a scan of the table (a scan per batch,
+            // twice: 31 ms against 7 ms for 1,000 keys of 100,000 rows).
+            out.push_sql(" WHERE ");
+            push_keys_in(
+                &mut out,
+                key_columns,
+                Some("slotted_parent"),
+                self.totals,
+                |(key, _)| key,
+            )?;
             out.push_sql(" ORDER BY ");
             push_columns(&mut out, key_columns, Some("slotted_parent"))?;
             out.push_sql(" FOR UPDATE OF slotted_parent) AS slotted_locked WHERE ");
-            return push_same_key(&mut out, key_columns, table, "slotted_locked");
+            push_same_key(&mut out, key_columns, table, "slotted_locked")?;
+            out.push_sql(" AND ");
+            return push_keys_in(
+                &mut out,
+                key_columns,
+                Some(table),
+                self.totals,
+                |(key, _)| key,
+            );
         }
         out.push_sql(" = CASE");
         for (key, total) in self.totals {
