@@ -33,11 +33,9 @@ use crate::sql::read::{KeyPage, Keys};
 use crate::sql::{Buckets, Scope, SlotRow, SlotValue, Sum};
 use crate::table::{CacheSpec, CounterSpec};
 
-/// Rows per multi-row `INSERT` or `DELETE`: at most 5 binds a row, under every bind limit.
+/// Rows per multi-row `INSERT`, `DELETE` or `UPDATE`: at most 6 binds a row, under every bind
+/// limit.
 pub(crate) const ROWS_PER_STATEMENT: usize = 4096;
-
-/// Rows per `UPDATE … CASE`: each row has a `WHEN` that every updated row is tested against.
-const ROWS_PER_UPDATE: usize = 512;
 
 /// What a fold writes back.
 #[derive(Clone, Copy)]
@@ -123,7 +121,7 @@ pub(crate) async fn put_back<E: Exec>(
                 .await
                 .map_err(fail)?;
         }
-        for chunk in updates.chunks(ROWS_PER_UPDATE) {
+        for chunk in updates.chunks(ROWS_PER_STATEMENT) {
             exec.execute(UpdateRows { spec, rows: chunk })
                 .await
                 .map_err(fail)?;

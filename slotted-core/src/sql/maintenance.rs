@@ -7,8 +7,8 @@ use diesel::QueryResult;
 use super::slot::Use;
 use super::{
     push_columns, push_key_match, push_key_values, push_keys_in, push_list, push_qualified,
-    push_record_type, push_row_columns, push_row_match, push_tuple, statement, varies_with_batch,
-    Scope, SlotValue, BUCKET, COUNT, RECORD_TYPE, SLOT, TOTAL,
+    push_record_type, push_row_columns, push_tuple, statement, varies_with_batch, Scope, SlotValue,
+    BUCKET, COUNT, RECORD_TYPE, SLOT, TOTAL,
 };
 use crate::dialect::{CounterBackend, Dialect};
 use crate::key::KeyValue;
@@ -530,9 +530,14 @@ impl<DB: CounterBackend> QueryFragment<DB> for InsertRows<'_> {
     }
 }
 
-/// New counts for rows this transaction holds locked: `UPDATE t SET count = CASE WHEN <row> THEN
-/// ? … ELSE count END WHERE (<key>) IN (…)`, or on PostgreSQL `UPDATE t SET count =
-/// slotted_rows.count FROM (VALUES …) AS slotted_rows (…) WHERE <join>`.
+/// New counts for rows this transaction holds locked. PostgreSQL: `UPDATE t SET count =
+/// slotted_rows.count FROM (VALUES …) AS slotted_rows (…) WHERE <join>`. MySQL: `INSERT INTO t
+/// (…) SELECT * FROM (SELECT ? AS record_id, … UNION ALL SELECT …) AS slotted_new ON DUPLICATE
+/// KEY UPDATE count = slotted_new.count`: every row exists (this transaction holds it), so each
+/// one is a duplicate that takes its new count by primary key. Not an `UPDATE … CASE WHEN <row>
+/// THEN ? …`, which tests each row against every `WHEN` (1,365 rows took 58 ms on MariaDB 10.11,
+/// against 14 ms this way), nor a multi-table `UPDATE` over the derived table, which Galera
+/// refuses (error 4165) once `wsrep_max_ws_size` is set.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct UpdateRows<'a> {
     pub spec: &'a CounterSpec,
@@ -543,34 +548,62 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         varies_with_batch(&mut out);
         let spec = self.spec;
-        out.push_sql("UPDATE ");
-        out.push_identifier(spec.table)?;
-        if DB::DIALECT == Dialect::Mysql {
-            // Key lookups, not a scan that locks (and waits for) rows it does not update. Not a
-            // join of a derived table as `DeleteRows` does: Galera refuses a multi-table
-            // `UPDATE` over a `UNION` (error 4165) once `wsrep_max_ws_size` is set.
-            out.push_sql(" FORCE INDEX (PRIMARY)");
-        }
-        out.push_sql(" SET ");
-        out.push_identifier(COUNT)?;
         if DB::DIALECT == Dialect::Postgres {
+            out.push_sql("UPDATE ");
+            out.push_identifier(spec.table)?;
+            out.push_sql(" SET ");
+            out.push_identifier(COUNT)?;
             out.push_sql(" = slotted_rows.");
             out.push_identifier(COUNT)?;
             out.push_sql(" FROM ");
             return push_rows_join(&mut out, spec, self.rows, |(k, b, s, c)| (k, b, s, Some(c)));
         }
-        out.push_sql(" = CASE");
-        // `record_type` is fixed by the WHERE below.
-        for (key, bucket, slot, count) in self.rows {
-            out.push_sql(" WHEN ");
-            push_row_match(&mut out, spec, key, bucket, slot)?;
-            out.push_sql(" THEN ");
-            DB::push_big_int(&mut out, count)?;
-        }
-        out.push_sql(" ELSE ");
+        out.push_sql("INSERT INTO ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" (");
+        push_row_columns(&mut out, spec)?;
+        out.push_sql(", ");
         out.push_identifier(COUNT)?;
-        out.push_sql(" END");
-        push_where_rows(&mut out, spec, self.rows, |(k, b, s, _)| (k, b, s))
+        out.push_sql(") SELECT * FROM (");
+        for (i, (key, bucket, slot, count)) in self.rows.iter().enumerate() {
+            out.push_sql(if i == 0 {
+                "SELECT "
+            } else {
+                " UNION ALL SELECT "
+            });
+            // The first row names the columns.
+            let name = |out: &mut AstPass<'_, 'b, DB>, column: &str| {
+                if i == 0 {
+                    out.push_sql(" AS ");
+                    out.push_identifier(column)?;
+                }
+                QueryResult::Ok(())
+            };
+            if let Storage::Shared { record_type } = &spec.storage {
+                DB::push_text(&mut out, record_type)?;
+                name(&mut out, RECORD_TYPE)?;
+                out.push_sql(", ");
+            }
+            for (part, column) in key.parts().iter().zip(spec.key_columns()) {
+                DB::push_key_part(&mut out, part)?;
+                name(&mut out, column)?;
+                out.push_sql(", ");
+            }
+            if spec.bucket.is_some() {
+                DB::push_big_int(&mut out, bucket)?;
+                name(&mut out, BUCKET)?;
+                out.push_sql(", ");
+            }
+            slot.push(&mut out)?;
+            name(&mut out, SLOT)?;
+            out.push_sql(", ");
+            DB::push_big_int(&mut out, count)?;
+            name(&mut out, COUNT)?;
+        }
+        out.push_sql(") AS slotted_new ON DUPLICATE KEY UPDATE ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(" = slotted_new.");
+        out.push_identifier(COUNT)
     }
 }
 
