@@ -13,6 +13,9 @@
 //!   simply not folded this time (it is neither read nor deleted, so it still counts once),
 //!   and compaction never waits behind a writer's transaction nor makes the writers queued
 //!   behind it wait. `set` and folds into another bucket must hold every row, and wait.
+//!   PostgreSQL's compaction runs the whole batch as one statement on the server
+//!   (`CompactInPlace`); the other folds, and MySQL's, read the rows into the client and write
+//!   the result back (`take_rows`, `put_back`).
 //! - SQLite: `DELETE … RETURNING`, then the sums inserted; SQLite lets one writer in at a time.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
