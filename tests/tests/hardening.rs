@@ -32,7 +32,10 @@ backend_tests! {
         refresh_cache_all_skips_a_record_summing_past_i64,
         fold_buckets_before_skips_a_record_summing_past_i64,
     ],
-    servers: [set_waits_out_a_fold_that_deletes_a_slot],
+    servers: [
+        set_waits_out_a_fold_that_deletes_a_slot,
+        compaction_names_a_record_its_locked_rows_poison,
+    ],
 }
 
 /// The server's identity of this session.
@@ -592,6 +595,54 @@ fn compact_all_skips_a_record_summing_past_i64<C: TestConnection>(test: &str) {
     assert_eq!((again.records, again.rows_after), (1, 1), "{again:?}");
     assert_reports_only(&again.failed, "4");
     assert_eq!(conn.slot_rows("posts_likes_slots", 4), poisoned_rows());
+}
+
+/// A record whose rows sum inside `i64` while a writer holds one of them: `compact_all`
+/// skips the held row (`SKIP LOCKED`), so the rows it locked sum past `i64`; it leaves them as
+/// they are and names the record with the sum it saw (a second read that summed every row,
+/// the held one too, once missed it). Every other record is folded.
+fn compaction_names_a_record_its_locked_rows_poison<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
+        return;
+    };
+    for key in [1, 2] {
+        for slot in 0..3_i16 {
+            conn.batch_execute(&add_to_slot(C::NAME, key, slot, 10))
+                .unwrap();
+        }
+    }
+    poison(&mut conn, "posts_likes_slots", 4);
+    conn.batch_execute(&add_to_slot(C::NAME, 4, 2, -i64::MAX))
+        .unwrap();
+    assert_eq!(Post::likes_of(4).total(&mut conn).unwrap(), i64::MAX);
+    // A writer's open transaction holds record 4's slot 2.
+    let mut writer = C::open(&db.url);
+    writer.batch_execute("BEGIN").unwrap();
+    writer
+        .batch_execute(
+            "UPDATE posts_likes_slots SET count = count WHERE record_id = 4 AND slot = 2",
+        )
+        .unwrap();
+    let report = posts_likes_slots::table
+        .compact_all(1000, &mut conn)
+        .unwrap();
+    writer.batch_execute("COMMIT").unwrap();
+    assert_eq!((report.records, report.rows_after), (2, 2), "{report:?}");
+    assert_reports_only(&report.failed, "4");
+    assert!(
+        report.failed[0].reason.contains("18446744073709551614"),
+        "the sum of the rows it locked: {:#?}",
+        report.failed
+    );
+    for key in [1, 2] {
+        assert_eq!(
+            conn.slot_rows("posts_likes_slots", key),
+            vec![slotted_tests::SlotRow { slot: 0, count: 30 }],
+            "record {key}"
+        );
+    }
+    assert_eq!(conn.slot_rows("posts_likes_slots", 4).len(), 3);
+    assert_eq!(Post::likes_of(4).total(&mut conn).unwrap(), i64::MAX);
 }
 
 /// Issue 10, item 2: `refresh_cache_all` refreshes every other record's cache column and

@@ -29,11 +29,11 @@ use crate::key::{CounterKey, KeyValue, RawKey};
 use crate::retry::lost_a_deadlock;
 use crate::retry::retried_transaction;
 use crate::sql::maintenance::{
-    CompactInPlace, CompactedBatch, DeleteRows, DeleteScope, InsertRows, OnConflict,
-    PoisonedGroups, RefreshCache, RowCount, RowId, Rows, RowsQuery, UpdateRows,
+    CompactInPlace, CompactedBatch, DeleteRows, DeleteScope, InsertRows, OnConflict, RefreshCache,
+    RowCount, RowId, Rows, RowsQuery, UpdateRows,
 };
 use crate::sql::read::{KeyPage, Keys};
-use crate::sql::{Buckets, Scope, SlotRow, SlotValue, Sum};
+use crate::sql::{Buckets, Scope, SlotRow, SlotValue};
 use crate::table::{CacheSpec, CounterSpec};
 
 /// Rows per multi-row `INSERT`, `DELETE` or `UPDATE`: at most 6 binds a row, under every bind
@@ -271,35 +271,37 @@ async fn fold_once<E: Exec>(exec: &mut E, scope: Scope<'_>, how: Fold) -> Result
 
 /// PostgreSQL's compaction of a batch: the same fold as `fold_once`'s, in one statement on the
 /// server ([`CompactInPlace`]), with no row sent to the client and back. A record with a group
-/// whose sum leaves `i64` is left as it is, as `fold_once` leaves it, and named by a second read.
+/// whose sum leaves `i64` is left as it is, as `fold_once` leaves it, and named by the same
+/// statement (the sum of the rows it locked, as `fold_once` reports it).
 async fn compact_in_place<E: Exec>(exec: &mut E, scope: Scope<'_>) -> Result<CompactionReport> {
     let spec = scope.spec;
     let fail = |e| database_error(spec, e);
     let rows: Vec<CompactedBatch> = exec.load(CompactInPlace::new(scope)).await.map_err(fail)?;
-    // An aggregate without `GROUP BY`: always one row.
-    let done = (rows.into_iter().next()).ok_or_else(|| fail(diesel::result::Error::NotFound))?;
-    let mut failed = Vec::new();
-    if done.poisoned > 0 {
-        let groups: Vec<(RawKey, Sum)> =
-            load_keyed(exec, PoisonedGroups(scope), spec.key_column_kinds())
-                .await
-                .map_err(fail)?;
-        for (key, Sum(sum)) in groups {
-            failed.push(RecordFailure {
-                key: format!("{key:?}"),
-                reason: format!(
-                    "its slots add up to {}, outside i64: they cannot be folded into one row, \
-                     and were left as they are",
-                    sum.unwrap_or_default()
-                ),
-            });
-        }
-    }
+    // At least one row (the summary's `LEFT JOIN`); the figures are the same in every row.
+    let first = rows
+        .first()
+        .ok_or_else(|| fail(diesel::result::Error::NotFound))?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let (records, rows_before, rows_after) = (
+        count(first.records),
+        count(first.rows_before),
+        count(first.rows_after),
+    );
+    let mut failed = Vec::new();
+    for (mut key, sum) in rows.into_iter().filter_map(|row| row.poisoned) {
+        key.conform(spec.key_column_kinds());
+        failed.push(RecordFailure {
+            key: format!("{key:?}"),
+            reason: format!(
+                "its slots add up to {sum}, outside i64: they cannot be folded into one row, \
+                 and were left as they are"
+            ),
+        });
+    }
     Ok(CompactionReport {
-        records: count(done.records),
-        rows_before: count(done.rows_before),
-        rows_after: count(done.rows_after),
+        records,
+        rows_before,
+        rows_after,
         batches: 1,
         retries: 0,
         failed,

@@ -4,6 +4,7 @@
 use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::QueryResult;
 
+use super::read_key;
 use super::slot::Use;
 use super::{
     push_columns, push_key_match, push_key_values, push_keys_in, push_list, push_qualified,
@@ -11,7 +12,7 @@ use super::{
     BUCKET, COUNT, RECORD_TYPE, SLOT, TOTAL,
 };
 use crate::dialect::{CounterBackend, Dialect};
-use crate::key::KeyValue;
+use crate::key::{KeyValue, RawKey};
 use crate::table::{CacheSpec, CounterSpec, Storage};
 
 /// A slot row's identity: `(key, bucket, slot)`.
@@ -271,14 +272,14 @@ impl<DB: CounterBackend> QueryFragment<DB> for DeleteRows<'_> {
 /// transaction holds are locked in key order (`FOR UPDATE SKIP LOCKED`, at their latest values)
 /// and summed per (record, bucket) exactly (`SUM` of `BIGINT` is `NUMERIC`); each group's
 /// lowest slot row takes the sum and the group's other locked rows are deleted (all of them
-/// when the sum is 0). A record with a group whose sum leaves `BIGINT` keeps all its rows
-/// (`PoisonedGroups` names it). Nothing is inserted, and only locked rows are written: the
+/// when the sum is 0). A record with a group whose sum leaves `BIGINT` keeps all its rows, and
+/// is named in the statement's rows. Nothing is inserted, and only locked rows are written: the
 /// `DELETE` and `UPDATE` find them by key through the statement's snapshot and, where a writer
 /// committed a newer version before the lock, act on that version, the one locked and summed
 /// (READ COMMITTED's recheck). So their conditions test only what no writer changes (the key,
 /// the slot) and the CTEs' own values, never a row's `count`: a row the snapshot's version
 /// filters out is not rechecked.
-/// Returns one [`CompactedBatch`] row.
+/// Returns [`CompactedBatch`] rows.
 pub(crate) struct CompactInPlace<'a> {
     scope: Scope<'a>,
     /// The locking read of `scope`'s rows.
@@ -345,62 +346,80 @@ impl<DB: CounterBackend> QueryFragment<DB> for CompactInPlace<'_> {
         out.push_sql(GOOD);
         out.push_sql(" AS (SELECT * FROM ");
         out.push_sql(GROUPS);
-        out.push_sql(" g WHERE NOT EXISTS (SELECT 1 FROM ");
+        out.push_sql(" slotted_g WHERE NOT EXISTS (SELECT 1 FROM ");
         out.push_sql(GROUPS);
-        out.push_sql(" p WHERE ");
-        push_same_key(&mut out, keys, "p", "g")?;
-        out.push_sql(" AND p.total NOT");
+        out.push_sql(" slotted_p WHERE ");
+        push_same_key(&mut out, keys, "slotted_p", "slotted_g")?;
+        out.push_sql(" AND slotted_p.total NOT");
         out.push_sql(IN_BIGINT);
         out.push_sql(")), slotted_gone AS (DELETE FROM ");
         out.push_identifier(spec.table)?;
         out.push_sql(" USING ");
         out.push_sql(TAKEN);
-        out.push_sql(" k, ");
+        out.push_sql(" slotted_k, ");
         out.push_sql(GOOD);
-        out.push_sql(" g WHERE ");
-        same_group(&mut out, spec.table, "k")?;
+        out.push_sql(" slotted_g WHERE ");
+        same_group(&mut out, spec.table, "slotted_k")?;
         out.push_sql(" AND ");
         push_qualified(&mut out, spec.table, SLOT)?;
-        out.push_sql(" = k.");
+        out.push_sql(" = slotted_k.");
         out.push_identifier(SLOT)?;
         push_record_type(&mut out, spec)?;
         out.push_sql(" AND ");
-        same_group(&mut out, "k", "g")?;
-        out.push_sql(" AND (k.");
+        same_group(&mut out, "slotted_k", "slotted_g")?;
+        out.push_sql(" AND (slotted_k.");
         out.push_identifier(SLOT)?;
-        out.push_sql(" <> g.");
+        out.push_sql(" <> slotted_g.");
         out.push_identifier(SLOT)?;
-        out.push_sql(" OR g.total = 0) RETURNING 1), slotted_kept AS (UPDATE ");
+        out.push_sql(" OR slotted_g.total = 0)), slotted_kept AS (UPDATE ");
         out.push_identifier(spec.table)?;
         out.push_sql(" SET ");
         out.push_identifier(COUNT)?;
-        out.push_sql(" = CAST(g.total AS BIGINT) FROM ");
+        out.push_sql(" = CAST(slotted_g.total AS BIGINT) FROM ");
         out.push_sql(GOOD);
-        out.push_sql(" g WHERE ");
-        same_group(&mut out, spec.table, "g")?;
+        out.push_sql(" slotted_g WHERE ");
+        same_group(&mut out, spec.table, "slotted_g")?;
         out.push_sql(" AND ");
         push_qualified(&mut out, spec.table, SLOT)?;
-        out.push_sql(" = g.");
+        out.push_sql(" = slotted_g.");
         out.push_identifier(SLOT)?;
         push_record_type(&mut out, spec)?;
         // A group of one row holds its sum already: not rewritten. Never a test of the row's
         // `count` here: it is read as the snapshot saw it, and a row that a writer changed
         // before the lock and that the test filtered out would be skipped, not rechecked at its
         // locked version (the sum would lose the other rows the `DELETE` removes).
-        out.push_sql(" AND g.total <> 0 AND g.n > 1 RETURNING 1) SELECT CAST(COUNT(DISTINCT (");
+        out.push_sql(" AND slotted_g.total <> 0 AND slotted_g.n > 1) ");
+        // One row: what was folded; and, beside it, each record left whole (a group of its
+        // locked rows whose sum leaves BIGINT: the first such group's sum), one row each.
+        out.push_sql(
+            "SELECT slotted_summary.records, slotted_summary.rows_before, \
+             slotted_summary.rows_after, ",
+        );
+        push_columns(&mut out, keys, Some("slotted_poisoned"))?;
+        out.push_sql(", slotted_poisoned.");
+        out.push_identifier(TOTAL)?;
+        out.push_sql(" FROM (SELECT CAST(COUNT(DISTINCT (");
         push_columns(&mut out, keys, None)?;
         out.push_sql(
             ")) AS BIGINT) AS records, CAST(COALESCE(SUM(n), 0) AS BIGINT) AS rows_before, \
-             CAST(COUNT(*) FILTER (WHERE total <> 0) AS BIGINT) AS rows_after, \
-             (SELECT CAST(COUNT(*) AS BIGINT) FROM ",
-        );
-        out.push_sql(GROUPS);
-        out.push_sql(
-            ") - CAST(COUNT(*) AS BIGINT) AS poisoned, \
-             (SELECT CAST(COUNT(*) AS BIGINT) FROM slotted_gone) + \
-             (SELECT CAST(COUNT(*) AS BIGINT) FROM slotted_kept) AS written FROM ",
+             CAST(COUNT(*) FILTER (WHERE total <> 0) AS BIGINT) AS rows_after FROM ",
         );
         out.push_sql(GOOD);
+        out.push_sql(") AS slotted_summary LEFT JOIN (SELECT DISTINCT ON (");
+        push_columns(&mut out, keys, None)?;
+        out.push_sql(") ");
+        push_columns(&mut out, keys, None)?;
+        out.push_sql(", CAST(total AS TEXT) AS ");
+        out.push_identifier(TOTAL)?;
+        out.push_sql(" FROM ");
+        out.push_sql(GROUPS);
+        out.push_sql(" WHERE total NOT");
+        out.push_sql(IN_BIGINT);
+        out.push_sql(" ORDER BY ");
+        push_columns(&mut out, keys, None)?;
+        out.push_sql(", ");
+        out.push_identifier(BUCKET)?;
+        out.push_sql(") AS slotted_poisoned ON TRUE");
         Ok(())
     }
 }
@@ -423,55 +442,30 @@ fn push_same_key<DB: CounterBackend>(
     Ok(())
 }
 
-/// [`CompactInPlace`]'s row.
+/// A row of [`CompactInPlace`]: what the batch folded (the same in every row), and a record it
+/// left whole, if any (its key and the sum, as text, of its group that leaves `BIGINT`).
 pub(crate) struct CompactedBatch {
     /// Records whose groups were folded.
     pub records: i64,
     pub rows_before: i64,
     pub rows_after: i64,
-    /// Groups left as they are: their records have a group whose sum leaves `BIGINT`.
-    pub poisoned: i64,
+    pub poisoned: Option<(RawKey, String)>,
 }
 
 impl<DB: CounterBackend> diesel::deserialize::QueryableByName<DB> for CompactedBatch {
     fn build<'a>(row: &impl diesel::row::NamedRow<'a, DB>) -> diesel::deserialize::Result<Self> {
+        // The key columns are NULL on the one row of a batch that left no record whole. The key
+        // is read by the server's types: the caller conforms it to the counter's key kinds.
+        let poisoned = match DB::read_nullable_text(row, TOTAL)? {
+            Some(sum) => Some((read_key(row)?, sum)),
+            None => None,
+        };
         Ok(CompactedBatch {
             records: DB::read_big_int(row, "records")?,
             rows_before: DB::read_big_int(row, "rows_before")?,
             rows_after: DB::read_big_int(row, "rows_after")?,
-            poisoned: DB::read_big_int(row, "poisoned")?,
+            poisoned,
         })
-    }
-}
-
-/// The (record, bucket) groups of `scope` whose sum leaves `BIGINT`, as `(key, sum as text)`
-/// rows: what [`CompactInPlace`] left alone, for the report.
-pub(crate) struct PoisonedGroups<'a>(pub Scope<'a>);
-
-impl<DB: CounterBackend> QueryFragment<DB> for PoisonedGroups<'_> {
-    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        varies_with_batch(&mut out);
-        let spec = self.0.spec;
-        out.push_sql("SELECT ");
-        push_columns(&mut out, spec.key_columns(), None)?;
-        out.push_sql(", CAST(SUM(");
-        out.push_identifier(COUNT)?;
-        out.push_sql(") AS TEXT) AS ");
-        out.push_identifier(TOTAL)?;
-        out.push_sql(" FROM ");
-        out.push_identifier(spec.table)?;
-        self.0.push_where(&mut out)?;
-        out.push_sql(" GROUP BY ");
-        push_columns(&mut out, spec.key_columns(), None)?;
-        if spec.bucket.is_some() {
-            out.push_sql(", ");
-            out.push_identifier(BUCKET)?;
-        }
-        out.push_sql(" HAVING SUM(");
-        out.push_identifier(COUNT)?;
-        out.push_sql(") NOT");
-        out.push_sql(IN_BIGINT);
-        Ok(())
     }
 }
 
@@ -537,7 +531,10 @@ impl<DB: CounterBackend> QueryFragment<DB> for InsertRows<'_> {
 /// one is a duplicate that takes its new count by primary key. Not an `UPDATE … CASE WHEN <row>
 /// THEN ? …`, which tests each row against every `WHEN` (1,365 rows took 58 ms on MariaDB 10.11,
 /// against 14 ms this way), nor a multi-table `UPDATE` over the derived table, which Galera
-/// refuses (error 4165) once `wsrep_max_ws_size` is set.
+/// refuses (error 4165) once `wsrep_max_ws_size` is set. Only for rows the transaction holds
+/// (`put_back` passes nothing else): a row that did not exist would be inserted. MySQL calls the
+/// statement unsafe for a binary log in `STATEMENT` format (`MIXED` and `ROW` log it by row), as
+/// it does a session's first write (see `sql::slot`). Never on SQLite, which inserts its result.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct UpdateRows<'a> {
     pub spec: &'a CounterSpec,
@@ -732,8 +729,7 @@ statement!(
     UpdateRows,
     RefreshCache,
     DeleteScope,
-    CompactInPlace,
-    PoisonedGroups
+    CompactInPlace
 );
 
 /// Whether a PostgreSQL server refuses writes: a hot standby (`pg_is_in_recovery()`), or a
