@@ -35,29 +35,20 @@ pub fn log_chart(
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE)?;
-    let max_writers = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .max()
-        .unwrap_or(1)
-        .max(2);
-    let min_writers = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .min()
-        .unwrap_or(1)
-        .max(1);
-    let max_tps = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .fold(1.0_f64, f64::max);
-    // Ticks at the measured writer counts only, and at each power of ten of throughput.
+    // Ticks at the measured x values only (and, below, at each power of ten of y); the x range
+    // from the smallest to the largest of them.
     let mut writers: Vec<u32> = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .collect();
     writers.sort_unstable();
     writers.dedup();
+    let min_writers = writers.first().copied().unwrap_or(1).max(1);
+    let max_writers = writers.last().copied().unwrap_or(1).max(2);
+    let max_tps = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(1.0_f64, f64::max);
     // The y range: from the power of ten below the slowest point to 1.5 times the fastest.
     let min_tps = series
         .iter()

@@ -186,37 +186,7 @@ fn push_rows_derived<'b, DB: CounterBackend>(
     rows: &'b [RowId<'b>],
 ) -> QueryResult<()> {
     out.push_sql("(");
-    for (i, (key, bucket, slot)) in rows.iter().enumerate() {
-        out.push_sql(if i == 0 {
-            "SELECT "
-        } else {
-            " UNION ALL SELECT "
-        });
-        for (j, (part, column)) in key.parts().iter().zip(spec.key_columns()).enumerate() {
-            if j > 0 {
-                out.push_sql(", ");
-            }
-            DB::push_key_part(out, part)?;
-            if i == 0 {
-                out.push_sql(" AS ");
-                out.push_identifier(column)?;
-            }
-        }
-        if spec.bucket.is_some() {
-            out.push_sql(", ");
-            DB::push_big_int(out, bucket)?;
-            if i == 0 {
-                out.push_sql(" AS ");
-                out.push_identifier(BUCKET)?;
-            }
-        }
-        out.push_sql(", ");
-        slot.push(out)?;
-        if i == 0 {
-            out.push_sql(" AS ");
-            out.push_identifier(SLOT)?;
-        }
-    }
+    push_union_rows(out, spec, rows, false, |(k, b, s)| (k, b, s, None))?;
     out.push_sql(") AS slotted_rows STRAIGHT_JOIN ");
     out.push_identifier(spec.table)?;
     out.push_sql(" ON 1 = 1");
@@ -231,6 +201,56 @@ fn push_rows_derived<'b, DB: CounterBackend>(
         push_qualified(out, spec.table, column)?;
         out.push_sql(" = slotted_rows.");
         out.push_identifier(column)?;
+    }
+    Ok(())
+}
+
+/// MySQL's rows as a derived table: `SELECT [? AS record_type,] ? AS record_id, …, [? AS
+/// bucket,] ? AS slot[, ? AS count] UNION ALL SELECT …`, the first row naming the columns;
+/// `record_type` when `with_record_type` and the storage is shared, `count` when `row` gives one.
+fn push_union_rows<'b, DB: CounterBackend, R>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    rows: &'b [R],
+    with_record_type: bool,
+    row: impl Fn(&'b R) -> (&'b KeyValue<'b>, &'b i64, &'b SlotValue, Option<&'b i64>),
+) -> QueryResult<()> {
+    for (i, r) in rows.iter().enumerate() {
+        let (key, bucket, slot, count) = row(r);
+        out.push_sql(if i == 0 {
+            "SELECT "
+        } else {
+            " UNION ALL SELECT "
+        });
+        let name = |out: &mut AstPass<'_, 'b, DB>, column: &str| {
+            if i == 0 {
+                out.push_sql(" AS ");
+                out.push_identifier(column)?;
+            }
+            QueryResult::Ok(())
+        };
+        if let (true, Storage::Shared { record_type }) = (with_record_type, &spec.storage) {
+            DB::push_text(out, record_type)?;
+            name(out, RECORD_TYPE)?;
+            out.push_sql(", ");
+        }
+        for (part, column) in key.parts().iter().zip(spec.key_columns()) {
+            DB::push_key_part(out, part)?;
+            name(out, column)?;
+            out.push_sql(", ");
+        }
+        if spec.bucket.is_some() {
+            DB::push_big_int(out, bucket)?;
+            name(out, BUCKET)?;
+            out.push_sql(", ");
+        }
+        slot.push(out)?;
+        name(out, SLOT)?;
+        if let Some(count) = count {
+            out.push_sql(", ");
+            DB::push_big_int(out, count)?;
+            name(out, COUNT)?;
+        }
     }
     Ok(())
 }
@@ -318,6 +338,13 @@ impl<DB: CounterBackend> QueryFragment<DB> for CompactInPlace<'_> {
             }
             QueryResult::Ok(())
         };
+        // The counter table's row that `alias`'s row names: its group, its slot, its type.
+        let same_row = |out: &mut AstPass<'_, 'b, DB>, alias: &str| {
+            same_group(out, spec.table, alias)?;
+            out.push_sql(" AND ");
+            push_same_key(out, &[SLOT], spec.table, alias)?;
+            push_record_type(out, spec)
+        };
         let group_columns = |out: &mut AstPass<'_, 'b, DB>| {
             push_columns(out, keys, None)?;
             out.push_sql(", ");
@@ -359,12 +386,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for CompactInPlace<'_> {
         out.push_sql(" slotted_k, ");
         out.push_sql(GOOD);
         out.push_sql(" slotted_g WHERE ");
-        same_group(&mut out, spec.table, "slotted_k")?;
-        out.push_sql(" AND ");
-        push_qualified(&mut out, spec.table, SLOT)?;
-        out.push_sql(" = slotted_k.");
-        out.push_identifier(SLOT)?;
-        push_record_type(&mut out, spec)?;
+        same_row(&mut out, "slotted_k")?;
         out.push_sql(" AND ");
         same_group(&mut out, "slotted_k", "slotted_g")?;
         out.push_sql(" AND (slotted_k.");
@@ -378,12 +400,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for CompactInPlace<'_> {
         out.push_sql(" = CAST(slotted_g.total AS BIGINT) FROM ");
         out.push_sql(GOOD);
         out.push_sql(" slotted_g WHERE ");
-        same_group(&mut out, spec.table, "slotted_g")?;
-        out.push_sql(" AND ");
-        push_qualified(&mut out, spec.table, SLOT)?;
-        out.push_sql(" = slotted_g.");
-        out.push_identifier(SLOT)?;
-        push_record_type(&mut out, spec)?;
+        same_row(&mut out, "slotted_g")?;
         // A group of one row holds its sum already: not rewritten. Never a test of the row's
         // `count` here: it is read as the snapshot saw it, and a row that a writer changed
         // before the lock and that the test filtered out would be skipped, not rechecked at its
@@ -562,41 +579,9 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
         out.push_sql(", ");
         out.push_identifier(COUNT)?;
         out.push_sql(") SELECT * FROM (");
-        for (i, (key, bucket, slot, count)) in self.rows.iter().enumerate() {
-            out.push_sql(if i == 0 {
-                "SELECT "
-            } else {
-                " UNION ALL SELECT "
-            });
-            // The first row names the columns.
-            let name = |out: &mut AstPass<'_, 'b, DB>, column: &str| {
-                if i == 0 {
-                    out.push_sql(" AS ");
-                    out.push_identifier(column)?;
-                }
-                QueryResult::Ok(())
-            };
-            if let Storage::Shared { record_type } = &spec.storage {
-                DB::push_text(&mut out, record_type)?;
-                name(&mut out, RECORD_TYPE)?;
-                out.push_sql(", ");
-            }
-            for (part, column) in key.parts().iter().zip(spec.key_columns()) {
-                DB::push_key_part(&mut out, part)?;
-                name(&mut out, column)?;
-                out.push_sql(", ");
-            }
-            if spec.bucket.is_some() {
-                DB::push_big_int(&mut out, bucket)?;
-                name(&mut out, BUCKET)?;
-                out.push_sql(", ");
-            }
-            slot.push(&mut out)?;
-            name(&mut out, SLOT)?;
-            out.push_sql(", ");
-            DB::push_big_int(&mut out, count)?;
-            name(&mut out, COUNT)?;
-        }
+        push_union_rows(&mut out, spec, self.rows, true, |(k, b, s, c)| {
+            (k, b, s, Some(c))
+        })?;
         out.push_sql(") AS slotted_new ON DUPLICATE KEY UPDATE ");
         out.push_identifier(COUNT)?;
         out.push_sql(" = slotted_new.");
