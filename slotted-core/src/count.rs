@@ -11,7 +11,7 @@ use crate::exec::{load_keyed, Exec};
 use crate::key::{CounterKey, KeyPart, KeyValue, RawKey};
 use crate::sql::read::SumOne;
 use crate::sql::slot::Returned;
-use crate::sql::write::{AddToSlot, UpdateSlot};
+use crate::sql::write::{AddOrTakeIndex, AddToSlot, UpdateSlot};
 #[cfg(feature = "tracing")]
 use crate::sql::SlotValue;
 use crate::sql::{Buckets, ByText, ByType, Scope, Sum};
@@ -118,17 +118,24 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
 /// Runs the upsert. With the `connection` strategy (`sql::slot`) the upsert only reads the
 /// session's writer index. A MySQL session that holds none writes a NULL slot, which the
 /// single-row `INSERT` refuses (error 1048, `NotNullViolation`; inside a transaction, only the
-/// statement is rolled back): the session takes an index, and the upsert runs again. A
-/// PostgreSQL session that holds none writes to its connection's slot and says so (an error
-/// would abort the caller's transaction): the session then takes an index for its next writes.
-/// Behind a transaction pooler that statement may run on another server session, which then
-/// holds one; the session that wrote finds out again on its next write.
+/// statement is rolled back): the session takes an index, and the upsert runs again. On
+/// PostgreSQL (where an error would abort the caller's transaction) the upsert writes nothing
+/// in a session that holds none; nothing written (that, or the overflow guard) is followed by
+/// [`AddOrTakeIndex`], which writes to the session's slot or, without an index, to its
+/// connection's, and says which: the session then takes an index for its next writes. Behind a
+/// transaction pooler those statements may each run on another server session; every one of
+/// them writes once or not at all, and a session that ends up holding no index finds out again
+/// on its next write.
 async fn upsert<E: Exec, K: crate::sql::CacheBy + Sync + Copy>(
     exec: &mut E,
     statement: AddToSlot<'_, K>,
 ) -> diesel::QueryResult<usize> {
-    if statement.returns_index::<E::Backend>() {
-        let rows = exec.load::<_, Returned>(statement).await?;
+    if statement.needs_index::<E::Backend>() {
+        match exec.execute(statement).await? {
+            0 => {}
+            written => return Ok(written),
+        }
+        let rows = exec.load::<_, Returned>(AddOrTakeIndex(statement)).await?;
         if rows.first().is_some_and(|row| !row.holds_index()) {
             // The write is done (committed, outside a transaction): a failure to take the index
             // only leaves the next write to try again. Inside a transaction it has aborted the

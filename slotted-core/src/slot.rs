@@ -41,9 +41,9 @@ pub enum SlotStrategy {
     /// no extra lock. On a MariaDB Galera cluster the slot is node-aware: node `k` of `n`
     /// (Galera's `auto_increment_offset` and `auto_increment_increment`) takes slots `k - 1`,
     /// `k - 1 + n`, …, and writers on different nodes never share a slot (give it at least
-    /// nodes × writers per node slots). The statement text stays fixed (the slot count is
-    /// bound). On MySQL the first write's statement takes a named lock, which binary logs in
-    /// `STATEMENT` format call unsafe (`MIXED` and `ROW`, the defaults, log it by row). SQLite
+    /// nodes × writers per node slots). The statement's text is fixed by the counter (its
+    /// slot count is written in it). On MySQL the first write's statement takes a named lock,
+    /// which binary logs in `STATEMENT` format call unsafe (`MIXED` and `ROW`, the defaults, log it by row). SQLite
     /// has no server session and lets one writer in at a time: there it writes like
     /// [`SlotStrategy::Thread`].
     ///
@@ -76,7 +76,7 @@ impl SlotStrategy {
     pub(crate) fn slot_value(self, slots: u16, dialect: crate::Dialect) -> SlotValue {
         match (self, dialect) {
             (SlotStrategy::Connection, crate::Dialect::Postgres | crate::Dialect::Mysql) => {
-                SlotValue::Connection(i64::from(slots.clamp(1, crate::MAX_SLOTS)))
+                SlotValue::Connection(slots.clamp(1, crate::MAX_SLOTS))
             }
             _ => SlotValue::Bound(self.choose(slots) as i16),
         }
@@ -193,6 +193,7 @@ pub(crate) enum SlotValue {
     /// Chosen in Rust and bound.
     Bound(i16),
     /// The session's writer index, modulo this many slots, as the server keeps it
-    /// (`sql::slot`; SQLite has no server session: the caller binds a slot instead).
-    Connection(i64),
+    /// (`sql::slot`; SQLite has no server session: the caller binds a slot instead). The count
+    /// is written into the statement's text, which a counter fixes: no bind per write.
+    Connection(u16),
 }

@@ -327,12 +327,53 @@ fn where_a_sessions_first_writes_go<C: TestConnection>(test: &str) {
     drop(open);
 }
 
+/// A session's first write into a slot row that cannot take it: on PostgreSQL the write that
+/// runs only with a writer index writes nothing (no index yet), and the write to the
+/// connection's slot is stopped by the overflow guard, so the two say `Overflow`, not "no
+/// index"; on MySQL the write runs again after taking index 0, into slot 0, and the server
+/// refuses the sum (error 1690). Nothing is written either way, and the session's next write
+/// to another record counts once.
+fn a_first_write_into_a_full_slot_is_an_overflow<C: TestConnection>(test: &str) {
+    let Some((db, mut observer)) = reactions::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    let identity = ready(Sync::<C>::identity(&mut conn));
+    let full = match C::NAME {
+        "postgres" => (1024 + identity % 1024) % 64,
+        _ => 0,
+    };
+    observer
+        .batch_execute(&format!(
+            "INSERT INTO reactions_hearts_slots (record_id, slot, count) VALUES (3, {full}, {})",
+            i64::MAX
+        ))
+        .expect("a full slot row");
+    let err = Reaction::hearts_of(3)
+        .increment(&mut conn)
+        .expect_err("the slot row is full");
+    assert!(
+        matches!(err, slotted_core::Error::Overflow { .. }),
+        "an overflow, not {err:?}"
+    );
+    assert_eq!(
+        slots(&mut observer, "reactions_hearts_slots", 3),
+        BTreeMap::from([(full as i16, i64::MAX)]),
+        "nothing written"
+    );
+    Reaction::hearts_of(4)
+        .increment(&mut conn)
+        .expect("an increment");
+    assert_eq!(Reaction::hearts_of(4).total(&mut conn).unwrap(), 1);
+}
+
 slotted_tests::backend_tests! {
     servers: [
         sync_writers_hold_distinct_slots,
         a_rolled_back_first_write_keeps_its_index,
         a_rolled_back_index_is_kept_when_a_smaller_one_frees,
         where_a_sessions_first_writes_go,
+        a_first_write_into_a_full_slot_is_an_overflow,
     ],
 }
 

@@ -71,7 +71,9 @@ async fn write_chunk<E: Exec>(
     }
     let slot = match E::Backend::DIALECT {
         Dialect::Sqlite => SlotValue::Bound((core.sqlite_slot % spec.slots.max(1)) as i16),
-        Dialect::Postgres | Dialect::Mysql => SlotValue::Connection(i64::from(spec.slots.max(1))),
+        Dialect::Postgres | Dialect::Mysql => {
+            SlotValue::Connection(spec.slots.clamp(1, crate::MAX_SLOTS))
+        }
     };
     let rows: Vec<DeltaRow<'_>> = chunk
         .rows

@@ -165,6 +165,32 @@ pub(crate) fn push_tuple<'b, DB: CounterBackend>(
     slot_use: slot::Use,
 ) -> QueryResult<()> {
     out.push_sql("(");
+    push_tuple_items(
+        out,
+        spec,
+        with_record_type,
+        key,
+        bucket,
+        slot,
+        count,
+        slot_use,
+    )?;
+    out.push_sql(")");
+    Ok(())
+}
+
+/// [`push_tuple`]'s values without the parentheses: a `SELECT` list.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn push_tuple_items<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    with_record_type: bool,
+    key: &'b KeyValue<'_>,
+    bucket: &'b i64,
+    slot: &'b SlotValue,
+    count: Option<&'b i64>,
+    slot_use: slot::Use,
+) -> QueryResult<()> {
     if let (true, Storage::Shared { record_type }) = (with_record_type, &spec.storage) {
         DB::push_text(out, record_type)?;
         out.push_sql(", ");
@@ -180,7 +206,6 @@ pub(crate) fn push_tuple<'b, DB: CounterBackend>(
         out.push_sql(", ");
         DB::push_big_int(out, count)?;
     }
-    out.push_sql(")");
     Ok(())
 }
 

@@ -17,14 +17,17 @@
 //!
 //! - **PostgreSQL**: a session-level advisory lock `(INDEX_LOCK_CLASS, index)` (released by the
 //!   server when the session ends), found by trying `0, 1, …` in order; the index is kept in the
-//!   session setting `slotted.writer` (`set_config`). The write reads it, or, in a session that
-//!   holds none, writes to the connection's slot (`pg_backend_pid()`, as before writer indices)
-//!   and says so (`RETURNING`): slotted then takes the index with [`TakeWriterIndex`], for the
-//!   session's next writes. Planning the taking in the write itself costs every write (PostgreSQL
-//!   plans a statement's every subquery, even one it never runs, and behind a transaction
-//!   pooler each write is planned anew); writing nothing without an index needs an
-//!   `INSERT … SELECT`, which costs 15–20% of an unprepared write (measured with pgbench
-//!   `-M extended`), and an error would abort the caller's transaction. Should the taking's
+//!   session setting `slotted.writer` (`set_config`). The write is an `INSERT … SELECT … WHERE
+//!   <the session holds an index>`: in a session that holds none it writes nothing (an error
+//!   would abort the caller's transaction), and slotted writes again with [`Use::Write`] to the
+//!   connection's slot (`pg_backend_pid()`, as before writer indices), a write that says which
+//!   (`RETURNING` the setting), then takes the index with [`TakeWriterIndex`] for the session's
+//!   next writes. So a write in the steady state returns no row: one that did (`RETURNING` on
+//!   every write) cost the client about 3,000 instructions, a tenth of a write, and pgbench 8%
+//!   of its throughput, prepared; unprepared (behind a transaction pooler) the two forms cost the
+//!   same (`docs/bench/writer-index-statement-ab.txt`). Planning the taking in the write itself
+//!   would cost every write (PostgreSQL plans a statement's every subquery, even one it never
+//!   runs, and behind a transaction pooler each write is planned anew). Should the taking's
 //!   transaction roll back, the setting rolls back with it while the lock stays: the next taking
 //!   finds the lock the session holds (`pg_locks`) and keeps that index, so a session never
 //!   holds two.
@@ -62,9 +65,13 @@ pub(crate) const INDEX_LOCK_CLASS: i32 = 0x736c_6f74;
 /// PostgreSQL: ` RETURNING <the session's writer index, as text; NULL or '' without one> AS w`,
 /// the reply of a write of [`Use::Write`] (a [`Returned`]).
 pub(crate) fn push_returning_index<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>) {
-    out.push_sql(&format!(
-        " RETURNING current_setting({PG_SETTING}, true) AS w"
-    ));
+    out.push_sql(&PG_SLOT_TEXT.returning);
+}
+
+/// PostgreSQL: `current_setting('slotted.writer', true) <> ''`, true when the session holds a
+/// writer index: the `WHERE` of the write that writes only then ([`Use::Match`]'s slot).
+pub(crate) fn push_holds_index<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>) {
+    out.push_sql(&PG_SLOT_TEXT.holds);
 }
 
 /// A row of a write that returns [`push_returning_index`].
@@ -111,6 +118,31 @@ pub(crate) fn mysql_lock_name(index: &str) -> String {
 /// The PostgreSQL session setting that keeps the index.
 const PG_SETTING: &str = "'slotted.writer'";
 
+/// PostgreSQL's writer-slot expressions (before ` % slots`), one per [`Use`], and the
+/// [`push_returning_index`] clause. A write walks its statement on every call, also when its
+/// prepared statement is cached (Diesel collects the binds in the same walk): so the text is
+/// formatted once per process, never once per write.
+struct PgSlotText {
+    returning: String,
+    holds: String,
+    take: String,
+    write: String,
+    matched: String,
+}
+
+static PG_SLOT_TEXT: std::sync::LazyLock<PgSlotText> = std::sync::LazyLock::new(|| {
+    let indices = WRITER_INDICES;
+    let read = format!("CAST(NULLIF(current_setting({PG_SETTING}, true), '') AS INTEGER)");
+    PgSlotText {
+        returning: format!(" RETURNING current_setting({PG_SETTING}, true) AS w"),
+        holds: format!("current_setting({PG_SETTING}, true) <> ''"),
+        // One evaluation per statement (an InitPlan), however many rows it writes.
+        take: format!("CAST({} AS INTEGER)", pg_take_index()),
+        write: format!("COALESCE({read}, {indices} + pg_backend_pid() % {indices})"),
+        matched: read,
+    }
+});
+
 impl SlotValue {
     /// The slot of a multi-row write (a buffer flush): for [`SlotValue::Connection`], the
     /// session's writer slot; on PostgreSQL taking an index in the statement when the session
@@ -140,7 +172,7 @@ impl SlotValue {
     ) -> QueryResult<()> {
         match self {
             SlotValue::Bound(slot) => DB::push_small_int(out, slot),
-            SlotValue::Connection(slots) => push_writer_slot(out, slots, how),
+            SlotValue::Connection(slots) => push_writer_slot(out, *slots, how),
         }
     }
 }
@@ -158,28 +190,22 @@ pub(crate) enum Use {
     Match,
 }
 
-fn push_writer_slot<'b, DB: CounterBackend>(
-    out: &mut AstPass<'_, 'b, DB>,
-    slots: &'b i64,
+fn push_writer_slot<DB: CounterBackend>(
+    out: &mut AstPass<'_, '_, DB>,
+    slots: u16,
     how: Use,
 ) -> QueryResult<()> {
-    let indices = WRITER_INDICES;
     match DB::DIALECT {
         Dialect::Postgres => {
+            let text = &*PG_SLOT_TEXT;
             out.push_sql("CAST(");
-            match how {
-                // One evaluation per statement (an InitPlan), however many rows it writes.
-                Use::Take => out.push_sql(&format!("CAST({} AS INTEGER)", pg_take_index())),
-                Use::Write => out.push_sql(&format!(
-                    "COALESCE(CAST(NULLIF(current_setting({PG_SETTING}, true), '') AS INTEGER), \
-                     {indices} + pg_backend_pid() % {indices})"
-                )),
-                Use::Match => out.push_sql(&format!(
-                    "CAST(NULLIF(current_setting({PG_SETTING}, true), '') AS INTEGER)"
-                )),
-            }
+            out.push_sql(match how {
+                Use::Take => &text.take,
+                Use::Write => &text.write,
+                Use::Match => &text.matched,
+            });
             out.push_sql(" % ");
-            DB::push_big_int(out, slots)?;
+            push_integer(out, slots);
             out.push_sql(" AS SMALLINT)");
             Ok(())
         }
@@ -191,7 +217,7 @@ fn push_writer_slot<'b, DB: CounterBackend>(
         // Never chosen on SQLite, which has no server session: the caller binds a slot.
         Dialect::Sqlite => {
             out.push_sql("(0 * ");
-            DB::push_big_int(out, slots)?;
+            push_integer(out, slots);
             out.push_sql(")");
             Ok(())
         }
@@ -219,25 +245,42 @@ fn pg_take_index() -> String {
     )
 }
 
+/// `n` as SQL text, without an allocation: a write walks its statement on every call.
+fn push_integer<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>, n: u16) {
+    let mut digits = [0_u8; 5];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_sql(std::str::from_utf8(&digits[at..]).unwrap_or("1"));
+}
+
 /// `index`'s slot on this node. Node-aware: a Galera node hands out writer indices from 0 like
 /// every other node (named locks are the node's own), but has its own `auto_increment_offset`
 /// among `auto_increment_increment` nodes (Galera sets both, and keeps them current as nodes
 /// join and leave). So each node takes every increment-th slot, from its offset: nodes never
 /// share a slot. On a single server (1 and 1) this is `MOD(index, slots)`.
-fn push_node_share<'b, DB: CounterBackend>(
-    out: &mut AstPass<'_, 'b, DB>,
+fn push_node_share<DB: CounterBackend>(
+    out: &mut AstPass<'_, '_, DB>,
     index: &str,
-    slots: &'b i64,
+    slots: u16,
 ) -> QueryResult<()> {
     out.push_sql("MOD(MOD(");
     out.push_sql(index);
     out.push_sql(", GREATEST(FLOOR(");
-    DB::push_big_int(out, slots)?;
+    push_integer(out, slots);
     out.push_sql(
         " / @@auto_increment_increment), 1)) * @@auto_increment_increment \
          + @@auto_increment_offset - 1, ",
     );
-    DB::push_big_int(out, slots)?;
+    push_integer(out, slots);
     out.push_sql(")");
     Ok(())
 }
