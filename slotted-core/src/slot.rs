@@ -48,8 +48,10 @@ pub enum SlotStrategy {
     /// [`SlotStrategy::Thread`].
     ///
     /// The default: distinct slots for every live writer in the spread benchmark's deployments
-    /// (`cargo run --example spread`), and 0.94–1.07× the private-row ceiling in the contention
-    /// benchmark, sync threads and async tasks, PostgreSQL and MariaDB.
+    /// (`cargo run --example spread`), and 0.956–0.984× the private-row ceiling in the
+    /// contention benchmark with a deployed pool (other connections opened before it, half of it
+    /// replaced), sync threads and async tasks, PostgreSQL and MariaDB: as fast as a bound slot
+    /// on the same table.
     #[default]
     Connection,
 }
