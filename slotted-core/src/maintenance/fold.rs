@@ -28,9 +28,10 @@ use crate::exec::{load_keyed, Exec};
 use crate::key::{CounterKey, KeyValue, RawKey};
 use crate::retry::lost_a_deadlock;
 use crate::retry::retried_transaction;
+use crate::sql::compact::{CompactInPlace, CompactedBatch};
 use crate::sql::maintenance::{
-    CompactInPlace, CompactedBatch, DeleteRows, DeleteScope, InsertRows, OnConflict, RefreshCache,
-    RowCount, RowId, Rows, RowsQuery, UpdateRows,
+    DeleteRows, DeleteScope, InsertRows, OnConflict, RefreshCache, RowCount, RowId, Rows,
+    RowsQuery, UpdateRows,
 };
 use crate::sql::read::{KeyPage, Keys};
 use crate::sql::{Buckets, Scope, SlotRow, SlotValue};

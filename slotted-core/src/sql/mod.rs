@@ -15,6 +15,7 @@
 //! The DDL of a counter table is in [`crate::migration`], as text for diesel CLI folders.
 
 pub(crate) mod adopt;
+pub(crate) mod compact;
 pub(crate) mod diagnostics;
 pub(crate) mod flush;
 pub(crate) mod maintenance;
