@@ -23,7 +23,7 @@
 //!   connection's slot (`pg_backend_pid()`, as before writer indices), a write that says which
 //!   (`RETURNING` the setting), then takes the index with [`TakeWriterIndex`] for the session's
 //!   next writes. So a write in the steady state returns no row: one that did (`RETURNING` on
-//!   every write) cost the client about 3,000 instructions, a tenth of a write, and pgbench 8%
+//!   every write) cost the client about 3,000 instructions, 13% of a write, and pgbench 8%
 //!   of its throughput, prepared; unprepared (behind a transaction pooler) the two forms cost the
 //!   same (`docs/bench/writer-index-statement-ab.txt`). Planning the taking in the write itself
 //!   would cost every write (PostgreSQL plans a statement's every subquery, even one it never
@@ -186,7 +186,8 @@ pub(crate) enum Use {
     /// PostgreSQL, to its connection's slot (the write returns [`push_returning_index`] to say
     /// so); on MySQL, a `NULL` the `INSERT` refuses.
     Write,
-    /// A `WHERE`: see [`SlotValue::push_match`].
+    /// A `WHERE` (see [`SlotValue::push_match`]), or the slot of PostgreSQL's write that
+    /// writes only when the session holds an index (`NULL` without one, never written).
     Match,
 }
 

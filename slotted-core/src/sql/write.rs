@@ -143,7 +143,7 @@ impl<K> AddToSlot<'_, K> {
 /// On PostgreSQL with the `connection` strategy ([`AddToSlot::needs_index`]) the row is
 /// `SELECT`ed only when the session holds a writer index (its slot [`Use::Match`]), so that a
 /// write in the steady state is executed, not read: a write that returns a row costs the
-/// client about 3,000 instructions more, a tenth of a write (`callgrind`, PostgreSQL 15).
+/// client about 3,000 instructions more, 13% of a write (`callgrind`, PostgreSQL 15).
 impl<DB: CounterBackend, K> QueryFragment<DB> for AddToSlot<'_, K> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         if self.needs_index::<DB>() {
