@@ -145,13 +145,24 @@ pub(crate) fn push_rows_join<'b, DB: CounterBackend, R>(
         out.push_identifier(COUNT)?;
     }
     out.push_sql(") WHERE 1 = 1");
+    push_names_rows(out, spec, &joined)
+}
+
+/// ` AND [t.record_type = ? AND] t.record_id = slotted_rows.record_id AND …` over `columns` (a
+/// row's identity, [`row_id_columns`]): the counter table's row that a row of `slotted_rows`
+/// names, for PostgreSQL's join ([`push_rows_join`]) and MySQL's ([`push_rows_derived`]).
+fn push_names_rows<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    columns: &[&str],
+) -> QueryResult<()> {
     if let Storage::Shared { record_type } = &spec.storage {
         out.push_sql(" AND ");
         push_qualified(out, spec.table, RECORD_TYPE)?;
         out.push_sql(" = ");
         DB::push_text(out, record_type)?;
     }
-    for column in joined {
+    for column in columns {
         out.push_sql(" AND ");
         push_qualified(out, spec.table, column)?;
         out.push_sql(" = slotted_rows.");
@@ -189,19 +200,7 @@ fn push_rows_derived<'b, DB: CounterBackend>(
     out.push_sql(") AS slotted_rows STRAIGHT_JOIN ");
     out.push_identifier(spec.table)?;
     out.push_sql(" ON 1 = 1");
-    if let Storage::Shared { record_type } = &spec.storage {
-        out.push_sql(" AND ");
-        push_qualified(out, spec.table, RECORD_TYPE)?;
-        out.push_sql(" = ");
-        DB::push_text(out, record_type)?;
-    }
-    for column in row_id_columns(spec) {
-        out.push_sql(" AND ");
-        push_qualified(out, spec.table, column)?;
-        out.push_sql(" = slotted_rows.");
-        out.push_identifier(column)?;
-    }
-    Ok(())
+    push_names_rows(out, spec, &row_id_columns(spec))
 }
 
 /// MySQL's rows as a derived table: `SELECT [? AS record_type,] ? AS record_id, …, [? AS
