@@ -98,13 +98,12 @@ impl<K> AddToSlot<'_, K> {
         DB::DIALECT == Dialect::Postgres && matches!(self.slot, SlotValue::Connection(_))
     }
 
-    /// `INSERT INTO t (…) VALUES (…)`, the slot as `slot_use` says, or (`guarded`)
-    /// `INSERT INTO t (…) SELECT … WHERE <the session holds a writer index>`; then the upsert's
-    /// `ON CONFLICT`/`ON DUPLICATE KEY` part.
+    /// `INSERT INTO t (…) VALUES (…)`, the slot only read ([`Use::Write`]), or (`guarded`)
+    /// `INSERT INTO t (…) SELECT … WHERE <the session holds a writer index>`, its slot
+    /// [`Use::Match`]; then the upsert's `ON CONFLICT`/`ON DUPLICATE KEY` part.
     fn push_add<'b, DB: CounterBackend>(
         &'b self,
         out: &mut AstPass<'_, 'b, DB>,
-        slot_use: Use,
         guarded: bool,
     ) -> QueryResult<()> {
         push_insert_into(out, self.spec)?;
@@ -117,7 +116,7 @@ impl<K> AddToSlot<'_, K> {
             &self.bucket,
             &self.slot,
             Some(&self.delta),
-            slot_use,
+            if guarded { Use::Match } else { Use::Write },
         )?;
         if guarded {
             out.push_sql(" WHERE ");
@@ -146,11 +145,7 @@ impl<K> AddToSlot<'_, K> {
 /// client about 3,000 instructions more, 13% of a write (`callgrind`, PostgreSQL 15).
 impl<DB: CounterBackend, K> QueryFragment<DB> for AddToSlot<'_, K> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        if self.needs_index::<DB>() {
-            self.push_add(&mut out, Use::Match, true)
-        } else {
-            self.push_add(&mut out, Use::Write, false)
-        }
+        self.push_add(&mut out, self.needs_index::<DB>())
     }
 }
 
@@ -164,7 +159,7 @@ pub(crate) struct AddOrTakeIndex<'a, K = ByText>(pub AddToSlot<'a, K>);
 
 impl<DB: CounterBackend, K> QueryFragment<DB> for AddOrTakeIndex<'_, K> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        self.0.push_add(&mut out, Use::Write, false)?;
+        self.0.push_add(&mut out, false)?;
         super::slot::push_returning_index(&mut out);
         Ok(())
     }
