@@ -121,9 +121,23 @@ pub(crate) async fn put_back<E: Exec>(
             .copied()
             .collect();
         for chunk in deletes.chunks(ROWS_PER_STATEMENT) {
-            exec.execute(DeleteRows { spec, rows: chunk })
+            let deleted = exec
+                .execute(DeleteRows { spec, rows: chunk })
                 .await
                 .map_err(fail)?;
+            // This transaction holds every row it deletes, so each one is there: a statement
+            // that missed one would leave a count that the fold also adds to the row it keeps.
+            // Failing rolls the batch back, and nothing is counted twice.
+            if deleted != chunk.len() {
+                return Err(fail(diesel::result::Error::QueryBuilderError(
+                    format!(
+                        "slotted: a fold deleted {deleted} of the {} slot rows it holds; \
+                         its batch was rolled back",
+                        chunk.len()
+                    )
+                    .into(),
+                )));
+            }
         }
         for chunk in updates.chunks(ROWS_PER_STATEMENT) {
             exec.execute(UpdateRows { spec, rows: chunk })

@@ -11,7 +11,7 @@ use super::{
     RECORD_TYPE, SLOT, TOTAL,
 };
 use crate::dialect::{CounterBackend, Dialect};
-use crate::key::KeyValue;
+use crate::key::{KeyKind, KeyPart, KeyValue};
 use crate::table::{CacheSpec, CounterSpec, Storage};
 
 /// A slot row's identity: `(key, bucket, slot)`.
@@ -182,81 +182,107 @@ fn row_id_columns(spec: &CounterSpec) -> Vec<&'static str> {
     columns
 }
 
-/// `(SELECT ? AS record_id, [? AS bucket,] ? AS slot UNION ALL SELECT …) AS
-/// slotted_rows STRAIGHT_JOIN t ON [t.record_type = ? AND] t.record_id = slotted_rows.record_id
-/// AND …` (MySQL, integer keys): `rows` as a table that drives one primary-key lookup each. The
-/// optimizer may scan the table for a `(…) IN ((…), …)` list that covers much of a small table,
-/// and a `DELETE` scanning in REPEATABLE READ locks (and waits for) every row it reads, a
-/// writer's too; `SKIP LOCKED` in the read before does not spare it, and `DELETE` takes no index
-/// hint. Text keys keep the `IN` list: a derived column's collation could differ from the key
-/// column's.
-fn push_rows_derived<'b, DB: CounterBackend>(
+/// `JSON_TABLE('[[record_id, [bucket,] slot], …]', '$[*]' COLUMNS (record_id BIGINT PATH '$[0]'
+/// ERROR ON EMPTY ERROR ON ERROR, …)) AS slotted_rows STRAIGHT_JOIN t ON [t.record_type = ? AND]
+/// t.record_id = slotted_rows.record_id AND …` (MySQL, keys without a text column): `rows` as a
+/// table, typed as the counter table's columns, that drives one primary-key lookup each.
+///
+/// Not a `(…) IN ((…), …)` list: MariaDB 10.11 builds its ranges on the first column only and
+/// reads every row of each record, and a `DELETE` in REPEATABLE READ locks (and waits for) every
+/// row it reads, a writer's too; `SKIP LOCKED` in the read before does not spare it, and the
+/// optimizer may scan a small table outright. Not a derived table of `SELECT ? AS record_id, …
+/// UNION ALL SELECT …`, which did the same lookups but cost MariaDB about 6 µs a row to prepare
+/// (one `SELECT` each): 2,997 rows took 17–18 ms against 8.5 ms this way, measured by hand
+/// (`docs/bench/scale-mysql-fold-statements.txt`). Nor a table value constructor (`VALUES`),
+/// which MariaDB types by its first row (text cut short) and which lost counts on Galera beside
+/// writers in a way not understood (`docs/guide/scale.md`).
+///
+/// The rows go into the statement's text, not as a bound parameter: only integers and dates,
+/// each written from a value of its column's own type (a key is checked against the counter's
+/// key kinds before it gets here), so `JSON_TABLE` reads back what was written. (It would not
+/// say otherwise: MariaDB 10.11 clamps 70000 into a `SMALLINT` column as 32767 and reads
+/// `"2026-11-26"` as the integer 2026, `ERROR ON ERROR` notwithstanding; a missing value fails
+/// the statement instead of matching no row.) `put_back` checks that the `DELETE` removed as many
+/// rows as it listed. `JSON_TABLE` needs MariaDB 10.6 or MySQL 8.0, as compaction's `SKIP
+/// LOCKED` does. Text keys keep the `IN` list: a `JSON_TABLE` column's collation could differ
+/// from the key column's.
+fn push_rows_json<'b, DB: CounterBackend>(
     out: &mut AstPass<'_, 'b, DB>,
     spec: &'b CounterSpec,
-    rows: &'b [RowId<'b>],
+    rows: &[RowId<'_>],
 ) -> QueryResult<()> {
-    out.push_sql("(");
-    push_union_rows(out, spec, rows, false, |(k, b, s)| (k, b, s, None))?;
-    out.push_sql(") AS slotted_rows STRAIGHT_JOIN ");
-    out.push_identifier(spec.table)?;
-    out.push_sql(" ON 1 = 1");
-    push_names_rows(out, spec, &row_id_columns(spec))
-}
-
-/// MySQL's rows as a derived table: `SELECT [? AS record_type,] ? AS record_id, …, [? AS
-/// bucket,] ? AS slot[, ? AS count] UNION ALL SELECT …`, the first row naming the columns;
-/// `record_type` when `with_record_type` and the storage is shared, `count` when `row` gives one.
-fn push_union_rows<'b, DB: CounterBackend, R>(
-    out: &mut AstPass<'_, 'b, DB>,
-    spec: &'b CounterSpec,
-    rows: &'b [R],
-    with_record_type: bool,
-    row: impl Fn(&'b R) -> (&'b KeyValue<'b>, &'b i64, &'b SlotValue, Option<&'b i64>),
-) -> QueryResult<()> {
-    for (i, r) in rows.iter().enumerate() {
-        let (key, bucket, slot, count) = row(r);
-        out.push_sql(if i == 0 {
-            "SELECT "
-        } else {
-            " UNION ALL SELECT "
-        });
-        let name = |out: &mut AstPass<'_, 'b, DB>, column: &str| {
-            if i == 0 {
-                out.push_sql(" AS ");
-                out.push_identifier(column)?;
-            }
-            QueryResult::Ok(())
-        };
-        if let (true, Storage::Shared { record_type }) = (with_record_type, &spec.storage) {
-            DB::push_text(out, record_type)?;
-            name(out, RECORD_TYPE)?;
-            out.push_sql(", ");
-        }
-        for (part, column) in key.parts().iter().zip(spec.key_columns()) {
-            DB::push_key_part(out, part)?;
-            name(out, column)?;
-            out.push_sql(", ");
+    use std::fmt::Write;
+    let unsupported = |what: String| {
+        diesel::result::Error::SerializationError(
+            format!("slotted: {what} cannot go into JSON_TABLE").into(),
+        )
+    };
+    let mut json = String::with_capacity(rows.len() * 16 + 2);
+    json.push('[');
+    for (i, (key, bucket, slot)) in rows.iter().enumerate() {
+        json.push_str(if i == 0 { "[" } else { ",[" });
+        for part in key.parts() {
+            let _ = match part {
+                KeyPart::SmallInt(v) => write!(json, "{v},"),
+                KeyPart::Integer(v) => write!(json, "{v},"),
+                KeyPart::BigInt(v) => write!(json, "{v},"),
+                KeyPart::UnsignedInteger(v) => write!(json, "{v},"),
+                KeyPart::UnsignedBigInt(v) => write!(json, "{v},"),
+                #[cfg(feature = "chrono")]
+                KeyPart::Date(v) => write!(json, "\"{}\",", v.format("%Y-%m-%d")),
+                other => return Err(unsupported(format!("a {:?} key", other.kind()))),
+            };
         }
         if spec.bucket.is_some() {
-            DB::push_big_int(out, bucket)?;
-            name(out, BUCKET)?;
-            out.push_sql(", ");
+            let _ = write!(json, "{bucket},");
         }
-        slot.push(out)?;
-        name(out, SLOT)?;
-        if let Some(count) = count {
-            out.push_sql(", ");
-            DB::push_big_int(out, count)?;
-            name(out, COUNT)?;
+        match slot {
+            SlotValue::Bound(slot) => {
+                let _ = write!(json, "{slot}]");
+            }
+            SlotValue::Connection(_) => return Err(unsupported("a writer's slot".into())),
         }
     }
-    Ok(())
+    json.push(']');
+    out.push_sql("JSON_TABLE('");
+    out.push_sql(&json);
+    out.push_sql("', '$[*]' COLUMNS (");
+    let columns = row_id_columns(spec);
+    let mut types: Vec<&str> = Vec::with_capacity(columns.len());
+    for kind in spec.key_column_kinds() {
+        types.push(match kind {
+            KeyKind::SmallInt => "SMALLINT",
+            KeyKind::Integer => "INT",
+            KeyKind::BigInt => "BIGINT",
+            KeyKind::UnsignedInteger => "INT UNSIGNED",
+            KeyKind::UnsignedBigInt => "BIGINT UNSIGNED",
+            KeyKind::Date => "DATE",
+            other => return Err(unsupported(format!("a {other:?} key"))),
+        });
+    }
+    if spec.bucket.is_some() {
+        types.push("BIGINT");
+    }
+    types.push("SMALLINT");
+    for (i, (column, sql_type)) in columns.iter().zip(types).enumerate() {
+        if i > 0 {
+            out.push_sql(", ");
+        }
+        out.push_identifier(column)?;
+        out.push_sql(&format!(
+            " {sql_type} PATH '$[{i}]' ERROR ON EMPTY ERROR ON ERROR"
+        ));
+    }
+    out.push_sql(")) AS slotted_rows STRAIGHT_JOIN ");
+    out.push_identifier(spec.table)?;
+    out.push_sql(" ON 1 = 1");
+    push_names_rows(out, spec, &columns)
 }
 
-/// Whether `DeleteRows` joins a derived table of its rows (MySQL, keys without a text column):
-/// see [`push_rows_derived`].
-fn derived<DB: CounterBackend>(spec: &CounterSpec) -> bool {
-    DB::DIALECT == Dialect::Mysql && !spec.key_column_kinds().contains(&crate::key::KeyKind::Text)
+/// Whether `DeleteRows` joins its rows as a `JSON_TABLE` (MySQL, keys without a text column):
+/// see [`push_rows_json`].
+fn json_rows<DB: CounterBackend>(spec: &CounterSpec) -> bool {
+    DB::DIALECT == Dialect::Mysql && !spec.key_column_kinds().contains(&KeyKind::Text)
 }
 
 /// `DELETE FROM t WHERE (<key>) IN ((…), …)`, or on PostgreSQL `DELETE FROM t USING (VALUES …)
@@ -270,11 +296,11 @@ pub(crate) struct DeleteRows<'a> {
 impl<DB: CounterBackend> QueryFragment<DB> for DeleteRows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         varies_with_batch(&mut out);
-        if derived::<DB>(self.spec) {
+        if json_rows::<DB>(self.spec) {
             out.push_sql("DELETE ");
             out.push_identifier(self.spec.table)?;
             out.push_sql(" FROM ");
-            return push_rows_derived(&mut out, self.spec, self.rows);
+            return push_rows_json(&mut out, self.spec, self.rows);
         }
         out.push_sql("DELETE FROM ");
         out.push_identifier(self.spec.table)?;
@@ -331,20 +357,8 @@ pub(crate) struct InsertRows<'a> {
 impl<DB: CounterBackend> QueryFragment<DB> for InsertRows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         varies_with_batch(&mut out);
-        out.push_sql(match (self.on_conflict, DB::DIALECT) {
-            (OnConflict::Skip, Dialect::Mysql) => "INSERT IGNORE INTO ",
-            _ => "INSERT INTO ",
-        });
-        out.push_identifier(self.spec.table)?;
-        out.push_sql(" (");
-        push_row_columns(&mut out, self.spec)?;
-        out.push_sql(", ");
-        out.push_identifier(COUNT)?;
-        out.push_sql(") VALUES ");
-        let spec = self.spec;
-        push_list(&mut out, self.rows, |out, (key, bucket, slot, count)| {
-            push_tuple(out, spec, true, key, bucket, slot, Some(count), Use::Take)
-        })?;
+        let ignore = self.on_conflict == OnConflict::Skip && DB::DIALECT == Dialect::Mysql;
+        push_insert(&mut out, self.spec, self.rows, ignore)?;
         match (self.on_conflict, DB::DIALECT) {
             (OnConflict::Fail, _) | (OnConflict::Skip, Dialect::Mysql) => {}
             (OnConflict::Lock, Dialect::Mysql) => {
@@ -359,17 +373,42 @@ impl<DB: CounterBackend> QueryFragment<DB> for InsertRows<'_> {
     }
 }
 
+/// `INSERT [IGNORE] INTO t ([record_type,] record_id, …, [bucket,] slot, count) VALUES (…), …`.
+fn push_insert<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    spec: &'b CounterSpec,
+    rows: &'b [RowCount<'b>],
+    ignore: bool,
+) -> QueryResult<()> {
+    out.push_sql(if ignore {
+        "INSERT IGNORE INTO "
+    } else {
+        "INSERT INTO "
+    });
+    out.push_identifier(spec.table)?;
+    out.push_sql(" (");
+    push_row_columns(out, spec)?;
+    out.push_sql(", ");
+    out.push_identifier(COUNT)?;
+    out.push_sql(") VALUES ");
+    push_list(out, rows, |out, (key, bucket, slot, count)| {
+        push_tuple(out, spec, true, key, bucket, slot, Some(count), Use::Take)
+    })
+}
+
 /// New counts for rows this transaction holds locked. PostgreSQL: `UPDATE t SET count =
 /// slotted_rows.count FROM (VALUES …) AS slotted_rows (…) WHERE <join>`. MySQL: `INSERT INTO t
-/// (…) SELECT * FROM (SELECT ? AS record_id, … UNION ALL SELECT …) AS slotted_new ON DUPLICATE
-/// KEY UPDATE count = slotted_new.count`: every row exists (this transaction holds it), so each
-/// one is a duplicate that takes its new count by primary key. Not an `UPDATE … CASE WHEN <row>
-/// THEN ? …`, which tests each row against every `WHEN` (1,365 rows took 58 ms on MariaDB 10.11,
-/// against 14 ms this way), nor a multi-table `UPDATE` over the derived table, which Galera
-/// refuses (error 4165) once `wsrep_max_ws_size` is set. Only for rows the transaction holds
-/// (`put_back` passes nothing else): a row that did not exist would be inserted. MySQL calls the
-/// statement unsafe for a binary log in `STATEMENT` format (`MIXED` and `ROW` log it by row), as
-/// it does a session's first write (see `sql::slot`). Never on SQLite, which inserts its result.
+/// (…) VALUES (…), … ON DUPLICATE KEY UPDATE count = VALUES(count)`: every row exists (this
+/// transaction holds it), so each one is a duplicate that takes its new count by primary key.
+/// Not an `UPDATE … CASE WHEN <row> THEN ? …`, which tests each row against every `WHEN` (1,365
+/// rows took 58 ms on MariaDB 10.11, against 14 ms as an upsert), nor a multi-table `UPDATE`
+/// over a derived table, which Galera refuses (error 4165) once `wsrep_max_ws_size` is set, nor
+/// the upsert reading `SELECT * FROM (SELECT ? AS record_id, … UNION ALL SELECT …)`, for which
+/// MariaDB prepares a `SELECT` per row (857 rows: 5.1–5.5 ms, against 2.7 ms as a `VALUES`
+/// list; `docs/bench/scale-mysql-fold-statements.txt`). `VALUES(count)` is deprecated from MySQL
+/// 8.0.20 (a warning; its replacement, a row alias, is not MariaDB's). Only for rows the
+/// transaction holds (`put_back` passes nothing else): a row that did not exist would be
+/// inserted. Never on SQLite, which inserts its result.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct UpdateRows<'a> {
     pub spec: &'a CounterSpec,
@@ -390,20 +429,13 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
             out.push_sql(" FROM ");
             return push_rows_join(&mut out, spec, self.rows, |(k, b, s, c)| (k, b, s, Some(c)));
         }
-        out.push_sql("INSERT INTO ");
-        out.push_identifier(spec.table)?;
-        out.push_sql(" (");
-        push_row_columns(&mut out, spec)?;
-        out.push_sql(", ");
+        push_insert(&mut out, spec, self.rows, false)?;
+        out.push_sql(" ON DUPLICATE KEY UPDATE ");
         out.push_identifier(COUNT)?;
-        out.push_sql(") SELECT * FROM (");
-        push_union_rows(&mut out, spec, self.rows, true, |(k, b, s, c)| {
-            (k, b, s, Some(c))
-        })?;
-        out.push_sql(") AS slotted_new ON DUPLICATE KEY UPDATE ");
+        out.push_sql(" = VALUES(");
         out.push_identifier(COUNT)?;
-        out.push_sql(" = slotted_new.");
-        out.push_identifier(COUNT)
+        out.push_sql(")");
+        Ok(())
     }
 }
 
@@ -561,5 +593,67 @@ pub(crate) struct ReadOnlyRow(pub bool);
 impl<DB: CounterBackend> diesel::deserialize::QueryableByName<DB> for ReadOnlyRow {
     fn build<'a>(row: &impl diesel::row::NamedRow<'a, DB>) -> diesel::deserialize::Result<Self> {
         DB::read_big_int(row, "n").map(|n| ReadOnlyRow(n != 0))
+    }
+}
+
+#[cfg(all(test, feature = "mysql"))]
+mod tests {
+    use super::*;
+    use crate::table::TEST_SPEC;
+    use diesel::mysql::Mysql;
+
+    fn text(query: impl QueryFragment<Mysql> + diesel::query_builder::QueryId) -> String {
+        diesel::debug_query::<Mysql, _>(&query).to_string()
+    }
+
+    #[test]
+    fn mysql_deletes_integer_keyed_rows_through_a_typed_json_table() {
+        let spec = CounterSpec {
+            key: &[KeyKind::UnsignedBigInt, KeyKind::SmallInt],
+            ..TEST_SPEC
+        };
+        let (a, b) = (
+            KeyValue::composite(&[KeyPart::UnsignedBigInt(u64::MAX), KeyPart::SmallInt(-3)]),
+            KeyValue::composite(&[KeyPart::UnsignedBigInt(7), KeyPart::SmallInt(0)]),
+        );
+        let rows = [(a, 0, SlotValue::Bound(1)), (b, 0, SlotValue::Bound(15))];
+        assert_eq!(
+            text(DeleteRows { spec: &spec, rows: &rows }),
+            "DELETE `posts_likes_slots` FROM JSON_TABLE('[[18446744073709551615,-3,1],[7,0,15]]', \
+             '$[*]' COLUMNS (`record_id` BIGINT UNSIGNED PATH '$[0]' ERROR ON EMPTY ERROR ON ERROR, \
+             `record_id_2` SMALLINT PATH '$[1]' ERROR ON EMPTY ERROR ON ERROR, \
+             `slot` SMALLINT PATH '$[2]' ERROR ON EMPTY ERROR ON ERROR)) AS slotted_rows \
+             STRAIGHT_JOIN `posts_likes_slots` ON 1 = 1 \
+             AND `posts_likes_slots`.`record_id` = slotted_rows.`record_id` \
+             AND `posts_likes_slots`.`record_id_2` = slotted_rows.`record_id_2` \
+             AND `posts_likes_slots`.`slot` = slotted_rows.`slot` -- binds: []"
+        );
+    }
+
+    #[test]
+    fn mysql_deletes_text_keyed_rows_by_an_in_list_and_writes_new_counts_as_an_upsert() {
+        let spec = CounterSpec {
+            key: &[KeyKind::Text],
+            ..TEST_SPEC
+        };
+        let key = KeyValue::one(KeyPart::Text("it's"));
+        let ids = [(key, 0, SlotValue::Bound(2))];
+        assert_eq!(
+            text(DeleteRows {
+                spec: &spec,
+                rows: &ids
+            }),
+            "DELETE FROM `posts_likes_slots` WHERE (`record_id`, `slot`) IN ((?, ?), (?, ?)) \
+             -- binds: [\"it's\", 2, \"it's\", 2]"
+        );
+        let rows = [(key, 0, SlotValue::Bound(0), 41)];
+        assert_eq!(
+            text(UpdateRows {
+                spec: &spec,
+                rows: &rows
+            }),
+            "INSERT INTO `posts_likes_slots` (`record_id`, `slot`, `count`) VALUES (?, ?, ?) \
+             ON DUPLICATE KEY UPDATE `count` = VALUES(`count`) -- binds: [\"it's\", 0, 41]"
+        );
     }
 }
