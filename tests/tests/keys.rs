@@ -157,9 +157,10 @@ fn newtype_keys<C: TestConnection + R2D2Connection + NewtypeQueries>(test: &str)
     let handle = |name: &str| Handle {
         name: name.to_owned(),
     };
+    // Text that MySQL's JSON_TABLE rows (compaction, set, the buffer's flush) must escape.
     let handles = [
         handle("ada"),
-        handle("grace hopper"),
+        handle("grace \"amazing\" hopper\\\t\u{1f980}"),
         handle(&"x".repeat(64)),
     ];
     exercise::<C, members_mentions_slots::table>(&db, &mut conn, handles, handle("nobody"));

@@ -100,14 +100,7 @@ async fn write_chunk<E: Exec>(
             return Ok(());
         }
         Err(e) => Err(fail(e)),
-        Ok(_) => match exec
-            .execute(AddRows {
-                spec,
-                slot,
-                rows: &rows,
-            })
-            .await
-        {
+        Ok(_) => match exec.execute(AddRows::new(spec, slot, &rows)).await {
             // PostgreSQL and SQLite count a row per key inserted or updated, none for a row
             // the overflow guard skipped. MySQL's count (1 per insert, 2 per update) says
             // nothing of overflow, which is its error 1690 (a `Database` error) instead.

@@ -386,9 +386,17 @@ impl Core {
         if rows.is_empty() {
             return;
         }
+        // By counter, then key and bucket. The counters' names are compared only between rows of
+        // two counters: compared for every pair, they took 45% of the flusher's time in a flush
+        // of 10^6 keys (perf; `examples/buffered --pending 1000000`).
         rows.sort_by(|(a, x), (b, y)| {
-            let (a, b) = (&counters[usize::from(*a)], &counters[usize::from(*b)]);
-            (counter_id(a), &x.key, x.bucket).cmp(&(counter_id(b), &y.key, y.bucket))
+            let by_counter = if a == b {
+                std::cmp::Ordering::Equal
+            } else {
+                let (a, b) = (&counters[usize::from(*a)], &counters[usize::from(*b)]);
+                counter_id(a).cmp(&counter_id(b))
+            };
+            by_counter.then_with(|| (&x.key, x.bucket).cmp(&(&y.key, y.bucket)))
         });
         let mut chunks = lock(&self.chunks);
         self.batched_rows.fetch_add(rows.len(), Ordering::AcqRel);

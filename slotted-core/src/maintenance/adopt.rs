@@ -210,11 +210,7 @@ async fn absorb_once<E: Exec>(
         .map(|v| (v.key.as_value(), 0, v.value))
         .collect();
     let written = exec
-        .execute(AddRows {
-            spec,
-            slot: SlotValue::Bound(0),
-            rows: &rows,
-        })
+        .execute(AddRows::new(spec, SlotValue::Bound(0), &rows))
         .await
         .map_err(|e| database_error(spec, e))?;
     // PostgreSQL and SQLite count a row per key written, none for one the overflow guard

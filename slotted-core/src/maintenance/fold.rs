@@ -122,7 +122,7 @@ pub(crate) async fn put_back<E: Exec>(
             .collect();
         for chunk in deletes.chunks(ROWS_PER_STATEMENT) {
             let deleted = exec
-                .execute(DeleteRows { spec, rows: chunk })
+                .execute(DeleteRows::new(spec, chunk))
                 .await
                 .map_err(fail)?;
             // This transaction holds every row it deletes, so each one is there: a statement

@@ -4,6 +4,7 @@
 use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::QueryResult;
 
+use super::json_table::{self, JsonRows};
 use super::slot::Use;
 use super::{
     push_columns, push_key_match, push_key_values, push_keys_in, push_list, push_qualified,
@@ -11,7 +12,7 @@ use super::{
     RECORD_TYPE, SLOT, TOTAL,
 };
 use crate::dialect::{CounterBackend, Dialect};
-use crate::key::{KeyKind, KeyPart, KeyValue};
+use crate::key::KeyValue;
 use crate::table::{CacheSpec, CounterSpec, Storage};
 
 /// A slot row's identity: `(key, bucket, slot)`.
@@ -93,33 +94,6 @@ impl<DB: CounterBackend> QueryFragment<DB> for Rows<'_> {
     }
 }
 
-/// `WHERE ([record_type,] record_id, [bucket,] slot) IN ((…), …)` (MySQL): exactly `rows`, each
-/// found by its whole primary key, so that after the locking read a fold touches exactly the rows
-/// it holds. A list of one row is written twice: MariaDB turns `(…) IN ((…))` into a row
-/// equality, which it does not look up by the key, and an `UPDATE` or `DELETE` scanning the table
-/// in REPEATABLE READ locks every row it scans.
-pub(crate) fn push_where_rows<'b, DB: CounterBackend, R>(
-    out: &mut AstPass<'_, 'b, DB>,
-    spec: &'b CounterSpec,
-    rows: &'b [R],
-    row: impl Fn(&'b R) -> (&'b KeyValue<'b>, &'b i64, &'b SlotValue),
-) -> QueryResult<()> {
-    out.push_sql(" WHERE (");
-    push_row_columns(out, spec)?;
-    out.push_sql(") IN (");
-    let push_row = |out: &mut AstPass<'_, 'b, DB>, r: &'b R| {
-        let (key, bucket, slot) = row(r);
-        push_tuple(out, spec, true, key, bucket, slot, None, Use::Take)
-    };
-    push_list(out, rows, push_row)?;
-    if let [only] = rows {
-        out.push_sql(", ");
-        push_row(out, only)?;
-    }
-    out.push_sql(")");
-    Ok(())
-}
-
 /// `(VALUES (?, [?,] ?[, ?]), …) AS slotted_rows (record_id, [bucket,] slot[, count]) WHERE
 /// [t.record_type = ? AND] t.record_id = slotted_rows.record_id AND …` (PostgreSQL): `rows` as a
 /// table joined to the counter table by its primary key. PostgreSQL does not look a row
@@ -150,7 +124,7 @@ pub(crate) fn push_rows_join<'b, DB: CounterBackend, R>(
 
 /// ` AND [t.record_type = ? AND] t.record_id = slotted_rows.record_id AND …` over `columns` (a
 /// row's identity, [`row_id_columns`]): the counter table's row that a row of `slotted_rows`
-/// names, for PostgreSQL's join ([`push_rows_join`]) and MySQL's ([`push_rows_derived`]).
+/// names, for PostgreSQL's join ([`push_rows_join`]) and MySQL's ([`DeleteRows`]).
 fn push_names_rows<'b, DB: CounterBackend>(
     out: &mut AstPass<'_, 'b, DB>,
     spec: &'b CounterSpec,
@@ -182,133 +156,56 @@ fn row_id_columns(spec: &CounterSpec) -> Vec<&'static str> {
     columns
 }
 
-/// `JSON_TABLE('[[record_id, [bucket,] slot], …]', '$[*]' COLUMNS (record_id BIGINT PATH '$[0]'
-/// ERROR ON EMPTY ERROR ON ERROR, …)) AS slotted_rows STRAIGHT_JOIN t ON [t.record_type = ? AND]
-/// t.record_id = slotted_rows.record_id AND …` (MySQL, keys without a text column): `rows` as a
-/// table, typed as the counter table's columns, that drives one primary-key lookup each.
-///
-/// Not a `(…) IN ((…), …)` list: MariaDB 10.11 builds its ranges on the first column only and
-/// reads every row of each record, and a `DELETE` in REPEATABLE READ locks (and waits for) every
-/// row it reads, a writer's too; `SKIP LOCKED` in the read before does not spare it, and the
-/// optimizer may scan a small table outright. Not a derived table of `SELECT ? AS record_id, …
-/// UNION ALL SELECT …`, which did the same lookups but cost MariaDB about 6 µs a row to prepare
-/// (one `SELECT` each): 2,997 rows took 17–18 ms against 8.5 ms this way, measured by hand
-/// (`docs/bench/scale-mysql-fold-statements.txt`). Nor a table value constructor (`VALUES`),
-/// which MariaDB types by its first row (text cut short) and which lost counts on Galera beside
-/// writers in a way not understood (`docs/guide/scale.md`).
-///
-/// The rows go into the statement's text, not as a bound parameter: only integers and dates,
-/// each written from a value of its column's own type (a key is checked against the counter's
-/// key kinds before it gets here), so `JSON_TABLE` reads back what was written. (It would not
-/// say otherwise: MariaDB 10.11 clamps 70000 into a `SMALLINT` column as 32767 and reads
-/// `"2026-11-26"` as the integer 2026, `ERROR ON ERROR` notwithstanding; a missing value fails
-/// the statement instead of matching no row.) `put_back` checks that the `DELETE` removed as many
-/// rows as it listed. `JSON_TABLE` needs MariaDB 10.6 or MySQL 8.0, as compaction's `SKIP
-/// LOCKED` does. Text keys keep the `IN` list: a `JSON_TABLE` column's collation could differ
-/// from the key column's.
-fn push_rows_json<'b, DB: CounterBackend>(
-    out: &mut AstPass<'_, 'b, DB>,
-    spec: &'b CounterSpec,
-    rows: &[RowId<'_>],
-) -> QueryResult<()> {
-    use std::fmt::Write;
-    let unsupported = |what: String| {
-        diesel::result::Error::SerializationError(
-            format!("slotted: {what} cannot go into JSON_TABLE").into(),
-        )
-    };
-    let mut json = String::with_capacity(rows.len() * 16 + 2);
-    json.push('[');
-    for (i, (key, bucket, slot)) in rows.iter().enumerate() {
-        json.push_str(if i == 0 { "[" } else { ",[" });
-        for part in key.parts() {
-            let _ = match part {
-                KeyPart::SmallInt(v) => write!(json, "{v},"),
-                KeyPart::Integer(v) => write!(json, "{v},"),
-                KeyPart::BigInt(v) => write!(json, "{v},"),
-                KeyPart::UnsignedInteger(v) => write!(json, "{v},"),
-                KeyPart::UnsignedBigInt(v) => write!(json, "{v},"),
-                #[cfg(feature = "chrono")]
-                KeyPart::Date(v) => write!(json, "\"{}\",", v.format("%Y-%m-%d")),
-                other => return Err(unsupported(format!("a {:?} key", other.kind()))),
-            };
-        }
-        if spec.bucket.is_some() {
-            let _ = write!(json, "{bucket},");
-        }
-        match slot {
-            SlotValue::Bound(slot) => {
-                let _ = write!(json, "{slot}]");
-            }
-            SlotValue::Connection(_) => return Err(unsupported("a writer's slot".into())),
-        }
-    }
-    json.push(']');
-    out.push_sql("JSON_TABLE('");
-    out.push_sql(&json);
-    out.push_sql("', '$[*]' COLUMNS (");
-    let columns = row_id_columns(spec);
-    let mut types: Vec<&str> = Vec::with_capacity(columns.len());
-    for kind in spec.key_column_kinds() {
-        types.push(match kind {
-            KeyKind::SmallInt => "SMALLINT",
-            KeyKind::Integer => "INT",
-            KeyKind::BigInt => "BIGINT",
-            KeyKind::UnsignedInteger => "INT UNSIGNED",
-            KeyKind::UnsignedBigInt => "BIGINT UNSIGNED",
-            KeyKind::Date => "DATE",
-            other => return Err(unsupported(format!("a {other:?} key"))),
-        });
-    }
-    if spec.bucket.is_some() {
-        types.push("BIGINT");
-    }
-    types.push("SMALLINT");
-    for (i, (column, sql_type)) in columns.iter().zip(types).enumerate() {
-        if i > 0 {
-            out.push_sql(", ");
-        }
-        out.push_identifier(column)?;
-        out.push_sql(&format!(
-            " {sql_type} PATH '$[{i}]' ERROR ON EMPTY ERROR ON ERROR"
-        ));
-    }
-    out.push_sql(")) AS slotted_rows STRAIGHT_JOIN ");
-    out.push_identifier(spec.table)?;
-    out.push_sql(" ON 1 = 1");
-    push_names_rows(out, spec, &columns)
-}
-
-/// Whether `DeleteRows` joins its rows as a `JSON_TABLE` (MySQL, keys without a text column):
-/// see [`push_rows_json`].
-fn json_rows<DB: CounterBackend>(spec: &CounterSpec) -> bool {
-    DB::DIALECT == Dialect::Mysql && !spec.key_column_kinds().contains(&KeyKind::Text)
-}
-
-/// `DELETE FROM t WHERE (<key>) IN ((…), …)`, or on PostgreSQL `DELETE FROM t USING (VALUES …)
-/// AS slotted_rows (…) WHERE <join>`: exactly the rows a `Lock` read (PostgreSQL, MySQL).
-#[derive(Debug, Clone, Copy)]
+/// `DELETE t FROM JSON_TABLE(?, …) AS slotted_rows STRAIGHT_JOIN t ON <join>` (MySQL), or
+/// `DELETE FROM t USING (VALUES …) AS slotted_rows (…) WHERE <join>` (PostgreSQL): exactly the
+/// rows a `Lock` read, each found by its primary key ([`json_table`], [`push_rows_join`]).
+#[derive(Debug, Clone)]
 pub(crate) struct DeleteRows<'a> {
-    pub spec: &'a CounterSpec,
-    pub rows: &'a [RowId<'a>],
+    spec: &'a CounterSpec,
+    rows: &'a [RowId<'a>],
+    json: JsonRows,
+}
+
+impl<'a> DeleteRows<'a> {
+    pub(crate) fn new(spec: &'a CounterSpec, rows: &'a [RowId<'a>]) -> Self {
+        DeleteRows {
+            spec,
+            rows,
+            json: JsonRows::default(),
+        }
+    }
 }
 
 impl<DB: CounterBackend> QueryFragment<DB> for DeleteRows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         varies_with_batch(&mut out);
-        if json_rows::<DB>(self.spec) {
-            out.push_sql("DELETE ");
-            out.push_identifier(self.spec.table)?;
-            out.push_sql(" FROM ");
-            return push_rows_json(&mut out, self.spec, self.rows);
-        }
-        out.push_sql("DELETE FROM ");
-        out.push_identifier(self.spec.table)?;
+        let spec = self.spec;
         if DB::DIALECT == Dialect::Postgres {
+            out.push_sql("DELETE FROM ");
+            out.push_identifier(spec.table)?;
             out.push_sql(" USING ");
-            return push_rows_join(&mut out, self.spec, self.rows, |(k, b, s)| (k, b, s, None));
+            return push_rows_join(&mut out, spec, self.rows, |(k, b, s)| (k, b, s, None));
         }
-        push_where_rows(&mut out, self.spec, self.rows, |(k, b, s)| (k, b, s))
+        let json = self.json.text(self.rows, |row, (key, bucket, slot)| {
+            row.key(key)?;
+            if spec.bucket.is_some() {
+                row.int(bucket);
+            }
+            let SlotValue::Bound(slot) = slot else {
+                return Err("a writer's slot".into());
+            };
+            row.int(slot);
+            Ok(())
+        })?;
+        out.push_sql("DELETE ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" FROM ");
+        let columns = json_table::columns(spec, &[(SLOT, "SMALLINT")])?;
+        json_table::push(&mut out, json, &columns, "slotted_rows")?;
+        out.push_sql(" STRAIGHT_JOIN ");
+        out.push_identifier(spec.table)?;
+        out.push_sql(" ON 1 = 1");
+        push_names_rows(&mut out, spec, &row_id_columns(spec))
     }
 }
 
@@ -599,6 +496,7 @@ impl<DB: CounterBackend> diesel::deserialize::QueryableByName<DB> for ReadOnlyRo
 #[cfg(all(test, feature = "mysql"))]
 mod tests {
     use super::*;
+    use crate::key::{KeyKind, KeyPart};
     use crate::table::TEST_SPEC;
     use diesel::mysql::Mysql;
 
@@ -607,7 +505,7 @@ mod tests {
     }
 
     #[test]
-    fn mysql_deletes_integer_keyed_rows_through_a_typed_json_table() {
+    fn mysql_deletes_rows_through_a_json_table_typed_as_the_key_columns() {
         let spec = CounterSpec {
             key: &[KeyKind::UnsignedBigInt, KeyKind::SmallInt],
             ..TEST_SPEC
@@ -618,33 +516,40 @@ mod tests {
         );
         let rows = [(a, 0, SlotValue::Bound(1)), (b, 0, SlotValue::Bound(15))];
         assert_eq!(
-            text(DeleteRows { spec: &spec, rows: &rows }),
-            "DELETE `posts_likes_slots` FROM JSON_TABLE('[[18446744073709551615,-3,1],[7,0,15]]', \
-             '$[*]' COLUMNS (`record_id` BIGINT UNSIGNED PATH '$[0]' ERROR ON EMPTY ERROR ON ERROR, \
+            text(DeleteRows::new(&spec, &rows)),
+            "DELETE `posts_likes_slots` FROM JSON_TABLE(?, '$[*]' COLUMNS (\
+             `record_id` BIGINT UNSIGNED PATH '$[0]' ERROR ON EMPTY ERROR ON ERROR, \
              `record_id_2` SMALLINT PATH '$[1]' ERROR ON EMPTY ERROR ON ERROR, \
              `slot` SMALLINT PATH '$[2]' ERROR ON EMPTY ERROR ON ERROR)) AS slotted_rows \
              STRAIGHT_JOIN `posts_likes_slots` ON 1 = 1 \
              AND `posts_likes_slots`.`record_id` = slotted_rows.`record_id` \
              AND `posts_likes_slots`.`record_id_2` = slotted_rows.`record_id_2` \
-             AND `posts_likes_slots`.`slot` = slotted_rows.`slot` -- binds: []"
+             AND `posts_likes_slots`.`slot` = slotted_rows.`slot` \
+             -- binds: [\"[[18446744073709551615,-3,1],[7,0,15]]\"]"
         );
     }
 
     #[test]
-    fn mysql_deletes_text_keyed_rows_by_an_in_list_and_writes_new_counts_as_an_upsert() {
+    fn a_text_key_goes_into_json_escaped_and_is_compared_in_the_key_columns_collation() {
         let spec = CounterSpec {
             key: &[KeyKind::Text],
+            max_key_length: 40,
             ..TEST_SPEC
         };
-        let key = KeyValue::one(KeyPart::Text("it's"));
+        let key = KeyValue::one(KeyPart::Text("it's \"q\" \\ \n é"));
         let ids = [(key, 0, SlotValue::Bound(2))];
+        let json = r#"[["it's \"q\" \\ \u000a é",2]]"#;
         assert_eq!(
-            text(DeleteRows {
-                spec: &spec,
-                rows: &ids
-            }),
-            "DELETE FROM `posts_likes_slots` WHERE (`record_id`, `slot`) IN ((?, ?), (?, ?)) \
-             -- binds: [\"it's\", 2, \"it's\", 2]"
+            text(DeleteRows::new(&spec, &ids)),
+            format!(
+                "DELETE `posts_likes_slots` FROM JSON_TABLE(?, '$[*]' COLUMNS (`record_id` \
+                 VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]' \
+                 ERROR ON EMPTY ERROR ON ERROR, \
+                 `slot` SMALLINT PATH '$[1]' ERROR ON EMPTY ERROR ON ERROR)) AS slotted_rows \
+                 STRAIGHT_JOIN `posts_likes_slots` ON 1 = 1 \
+                 AND `posts_likes_slots`.`record_id` = slotted_rows.`record_id` \
+                 AND `posts_likes_slots`.`slot` = slotted_rows.`slot` -- binds: [{json:?}]"
+            )
         );
         let rows = [(key, 0, SlotValue::Bound(0), 41)];
         assert_eq!(
@@ -653,7 +558,8 @@ mod tests {
                 rows: &rows
             }),
             "INSERT INTO `posts_likes_slots` (`record_id`, `slot`, `count`) VALUES (?, ?, ?) \
-             ON DUPLICATE KEY UPDATE `count` = VALUES(`count`) -- binds: [\"it's\", 0, 41]"
+             ON DUPLICATE KEY UPDATE `count` = VALUES(`count`) \
+             -- binds: [\"it's \\\"q\\\" \\\\ \\n é\", 0, 41]"
         );
     }
 }

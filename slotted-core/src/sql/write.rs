@@ -6,6 +6,7 @@ use std::marker::PhantomData;
 use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::QueryResult;
 
+use super::json_table::{self, JsonRows};
 use super::slot::Use;
 use super::{
     push_columns, push_key_values, push_list, push_qualified, push_record_type, push_row_columns,
@@ -210,13 +211,25 @@ pub(crate) type DeltaRow<'a> = (KeyValue<'a>, i64, i64);
 /// SET count = t.count + excluded.count`. PostgreSQL: the same over `SELECT …, <slot>, … FROM
 /// (VALUES (…), (…)) AS slotted_new (…)`, so the server's slot is written once in the text, not
 /// once per row. MySQL, which has no `excluded` but the deprecated `VALUES(col)` (which Vitess
-/// rejects): `INSERT … SELECT …, <slot>, … FROM (SELECT ? AS …, … UNION ALL SELECT …) AS
-/// slotted_new ON DUPLICATE KEY UPDATE count = t.count + slotted_new.count`.
-#[derive(Debug, Clone, Copy)]
+/// rejects): `INSERT … SELECT …, <slot>, … FROM JSON_TABLE(?, …) AS slotted_new ON DUPLICATE KEY
+/// UPDATE count = t.count + slotted_new.count`, the rows one bound JSON text ([`json_table`]).
+#[derive(Debug, Clone)]
 pub(crate) struct AddRows<'a> {
-    pub spec: &'a CounterSpec,
-    pub slot: SlotValue,
-    pub rows: &'a [DeltaRow<'a>],
+    spec: &'a CounterSpec,
+    slot: SlotValue,
+    rows: &'a [DeltaRow<'a>],
+    json: JsonRows,
+}
+
+impl<'a> AddRows<'a> {
+    pub(crate) fn new(spec: &'a CounterSpec, slot: SlotValue, rows: &'a [DeltaRow<'a>]) -> Self {
+        AddRows {
+            spec,
+            slot,
+            rows,
+            json: JsonRows::default(),
+        }
+    }
 }
 
 impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
@@ -261,9 +274,8 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
         self.slot.push(&mut out)?;
         out.push_sql(", slotted_new.");
         out.push_identifier(COUNT)?;
-        out.push_sql(" FROM (");
         if DB::DIALECT == Dialect::Postgres {
-            out.push_sql("VALUES ");
+            out.push_sql(" FROM (VALUES ");
             push_list(&mut out, self.rows, |out, (key, bucket, delta)| {
                 out.push_sql("(");
                 push_key_values(out, key)?;
@@ -281,32 +293,18 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
             out.push_sql(")");
             return push_on_conflict_add(&mut out, spec);
         }
-        for (i, (key, bucket, delta)) in self.rows.iter().enumerate() {
-            out.push_sql(if i == 0 {
-                "SELECT "
-            } else {
-                " UNION ALL SELECT "
-            });
-            for (j, (part, column)) in key.parts().iter().zip(spec.key_columns()).enumerate() {
-                if j > 0 {
-                    out.push_sql(", ");
-                }
-                DB::push_key_part(&mut out, part)?;
-                out.push_sql(" AS ");
-                out.push_identifier(column)?;
-            }
+        out.push_sql(" FROM ");
+        let json = self.json.text(self.rows, |row, (key, bucket, delta)| {
+            row.key(key)?;
             if spec.bucket.is_some() {
-                out.push_sql(", ");
-                DB::push_big_int(&mut out, bucket)?;
-                out.push_sql(" AS ");
-                out.push_identifier(super::BUCKET)?;
+                row.int(bucket);
             }
-            out.push_sql(", ");
-            DB::push_big_int(&mut out, delta)?;
-            out.push_sql(" AS ");
-            out.push_identifier(COUNT)?;
-        }
-        out.push_sql(") AS slotted_new ON DUPLICATE KEY UPDATE ");
+            row.int(delta);
+            Ok(())
+        })?;
+        let columns = json_table::columns(spec, &[(COUNT, "BIGINT")])?;
+        json_table::push(&mut out, json, &columns, "slotted_new")?;
+        out.push_sql(" ON DUPLICATE KEY UPDATE ");
         out.push_identifier(COUNT)?;
         out.push_sql(" = ");
         push_qualified(&mut out, spec.table, COUNT)?;
