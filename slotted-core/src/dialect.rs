@@ -28,8 +28,9 @@ pub enum Dialect {
     /// PostgreSQL 9.5 or later (upsert, and compaction's `FOR UPDATE SKIP LOCKED`).
     Postgres,
     /// MySQL and MariaDB (`ON DUPLICATE KEY UPDATE`): counting from MySQL 5.7 and MariaDB
-    /// 10.3; maintenance, `set` and `reset` from MySQL 8.0 and MariaDB 10.6 (compaction locks
-    /// with `FOR UPDATE SKIP LOCKED`, and a fold deletes the rows it read through `JSON_TABLE`).
+    /// 10.3; maintenance, `set`, `reset` and the write-behind buffer from MySQL 8.0 and MariaDB
+    /// 10.6 (compaction locks with `FOR UPDATE SKIP LOCKED`; a fold's `DELETE` and the buffer's
+    /// flush take their rows from a `JSON_TABLE`).
     Mysql,
 }
 
