@@ -8,8 +8,8 @@ use super::json_table::{self, JsonRows};
 use super::slot::Use;
 use super::{
     push_columns, push_key_match, push_key_values, push_keys_in, push_list, push_qualified,
-    push_row_columns, push_tuple, statement, varies_with_batch, Scope, SlotValue, BUCKET, COUNT,
-    RECORD_TYPE, SLOT, TOTAL,
+    push_tuple, statement, varies_with_batch, Scope, SlotValue, BUCKET, COUNT, RECORD_TYPE, SLOT,
+    TOTAL,
 };
 use crate::dialect::{CounterBackend, Dialect};
 use crate::key::KeyValue;
@@ -277,17 +277,8 @@ fn push_insert<'b, DB: CounterBackend>(
     rows: &'b [RowCount<'b>],
     ignore: bool,
 ) -> QueryResult<()> {
-    out.push_sql(if ignore {
-        "INSERT IGNORE INTO "
-    } else {
-        "INSERT INTO "
-    });
-    out.push_identifier(spec.table)?;
-    out.push_sql(" (");
-    push_row_columns(out, spec)?;
-    out.push_sql(", ");
-    out.push_identifier(COUNT)?;
-    out.push_sql(") VALUES ");
+    super::write::push_insert_into(out, spec, ignore)?;
+    out.push_sql("VALUES ");
     push_list(out, rows, |out, (key, bucket, slot, count)| {
         push_tuple(out, spec, true, key, bucket, slot, Some(count), Use::Take)
     })

@@ -66,11 +66,17 @@ fn push_on_conflict_add<'b, DB: CounterBackend>(
     )
 }
 
-fn push_insert_into<DB: CounterBackend>(
+/// `INSERT [IGNORE] INTO t ([record_type,] record_id, …, [bucket,] slot, count) `.
+pub(crate) fn push_insert_into<DB: CounterBackend>(
     out: &mut AstPass<'_, '_, DB>,
     spec: &CounterSpec,
+    ignore: bool,
 ) -> QueryResult<()> {
-    out.push_sql("INSERT INTO ");
+    out.push_sql(if ignore {
+        "INSERT IGNORE INTO "
+    } else {
+        "INSERT INTO "
+    });
     out.push_identifier(spec.table)?;
     out.push_sql(" (");
     push_row_columns(out, spec)?;
@@ -107,7 +113,7 @@ impl<K> AddToSlot<'_, K> {
         out: &mut AstPass<'_, 'b, DB>,
         guarded: bool,
     ) -> QueryResult<()> {
-        push_insert_into(out, self.spec)?;
+        push_insert_into(out, self.spec, false)?;
         out.push_sql(if guarded { "SELECT " } else { "VALUES (" });
         push_tuple_items(
             out,
@@ -236,7 +242,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         super::varies_with_batch(&mut out);
         let spec = self.spec;
-        push_insert_into(&mut out, spec)?;
+        push_insert_into(&mut out, spec, false)?;
         if DB::DIALECT == Dialect::Sqlite {
             out.push_sql("VALUES ");
             push_list(&mut out, self.rows, |out, (key, bucket, delta)| {
