@@ -102,8 +102,23 @@ impl JsonRow<'_> {
         self.text.push('"');
     }
 
+    /// The values of [`columns`]' head: the key's parts, then `bucket` when the counter has
+    /// buckets.
+    pub(crate) fn row_id(
+        &mut self,
+        spec: &CounterSpec,
+        key: &KeyValue<'_>,
+        bucket: i64,
+    ) -> Result<(), String> {
+        self.key(key)?;
+        if spec.bucket.is_some() {
+            self.int(bucket);
+        }
+        Ok(())
+    }
+
     /// Each of the key's parts.
-    pub(crate) fn key(&mut self, key: &KeyValue<'_>) -> Result<(), String> {
+    fn key(&mut self, key: &KeyValue<'_>) -> Result<(), String> {
         for part in key.parts() {
             match part {
                 KeyPart::SmallInt(v) => self.int(v),
@@ -122,7 +137,7 @@ impl JsonRow<'_> {
 }
 
 /// The columns of a `JSON_TABLE` of rows: the key's (typed as the counter table's), [`bucket`,]
-/// then `tail`.
+/// then `tail`; a row's values for the head are [`JsonRow::row_id`]'s.
 pub(crate) fn columns(
     spec: &CounterSpec,
     tail: &[(&'static str, &'static str)],

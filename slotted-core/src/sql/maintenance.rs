@@ -187,10 +187,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for DeleteRows<'_> {
             return push_rows_join(&mut out, spec, self.rows, |(k, b, s)| (k, b, s, None));
         }
         let json = self.json.text(self.rows, |row, (key, bucket, slot)| {
-            row.key(key)?;
-            if spec.bucket.is_some() {
-                row.int(bucket);
-            }
+            row.row_id(spec, key, *bucket)?;
             let SlotValue::Bound(slot) = slot else {
                 return Err("a writer's slot".into());
             };

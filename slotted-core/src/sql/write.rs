@@ -301,10 +301,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for AddRows<'_> {
         }
         out.push_sql(" FROM ");
         let json = self.json.text(self.rows, |row, (key, bucket, delta)| {
-            row.key(key)?;
-            if spec.bucket.is_some() {
-                row.int(bucket);
-            }
+            row.row_id(spec, key, *bucket)?;
             row.int(delta);
             Ok(())
         })?;
