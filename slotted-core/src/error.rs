@@ -198,6 +198,20 @@ pub enum Error {
         source: Option<std::io::Error>,
     },
 
+    /// The diesel CLI files (the counter tables' migration folders, `diesel.toml`'s print-schema
+    /// filter) differ from what the counters need, and nothing was written: `CI` is set
+    /// ([`CounterMigrations::update_diesel_cli`](crate::CounterMigrations::update_diesel_cli)
+    /// only checks there), the call only checks
+    /// ([`check_diesel_cli`](crate::CounterMigrations::check_diesel_cli)), or a folder holds
+    /// other SQL, which is never overwritten. Each difference is on its own line.
+    #[error("{}", diesel_cli_message(changes, *ci))]
+    DieselCliOutOfDate {
+        /// Every difference, in the order the call found them.
+        changes: Vec<DieselCliChange>,
+        /// Whether the `CI` environment variable was set (to anything but empty, `false` or `0`).
+        ci: bool,
+    },
+
     /// A write-behind buffer is full: [`BufferConfig::max_pending_keys`](crate::buffer::BufferConfig)
     /// entries (or `max_unflushed_adds` adds) are held, typically because the database has been
     /// failing. The add was not taken, and counted in `BufferStats::refusals`.
@@ -312,6 +326,128 @@ pub enum Error {
         #[source]
         source: diesel::result::Error,
     },
+}
+
+/// One difference between a crate's diesel CLI files and what its counters need
+/// ([`Error::DieselCliOutOfDate`]).
+///
+/// ```no_run
+/// # use slotted_core::{CounterMigrations, Dialect, Error, SlottedCounter};
+/// # use slotted_core::migration::DieselCliChange;
+/// # #[derive(SlottedCounter)]
+/// # #[slotted(counter = likes, slots = 16)]
+/// # struct Post { id: i32 }
+/// match CounterMigrations::of::<Post>().check_diesel_cli(".", Dialect::Postgres) {
+///     Ok(_) => {}
+///     Err(Error::DieselCliOutOfDate { changes, .. }) => {
+///         for change in &changes {
+///             if let DieselCliChange::MissingFolder(path) = change {
+///                 println!("to write: {}", path.display());
+///             }
+///         }
+///     }
+///     Err(e) => panic!("{e}"),
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DieselCliChange {
+    /// The migrations directory does not exist.
+    MissingMigrationsDir(PathBuf),
+    /// A table's migration folder does not exist.
+    MissingFolder(PathBuf),
+    /// A folder of a table's migration name holds other SQL than slotted writes (edited, or
+    /// another backend's): it is never overwritten.
+    FolderDiffers(PathBuf),
+    /// There is no `diesel.toml`: one is written as `diesel setup` writes it, with the filter.
+    MissingDieselToml {
+        /// Where it belongs.
+        path: PathBuf,
+        /// The filter line its `[print_schema]` gets.
+        line: String,
+    },
+    /// A print-schema configuration of `diesel.toml` lets `diesel print-schema` print some of
+    /// slotted's tables.
+    MissingPatterns {
+        /// The `diesel.toml`.
+        path: PathBuf,
+        /// `print_schema`, or `print_schema.NAME` for a named configuration (diesel 2.3).
+        section: String,
+        /// The tables, with what each is: `the counter table posts_likes_slots`.
+        tables: Vec<String>,
+        /// The anchored patterns its `except_tables` lacks: `^posts_likes_slots$`.
+        patterns: Vec<String>,
+        /// Its filter with them, as it is to be written.
+        line: String,
+    },
+}
+
+impl std::fmt::Display for DieselCliChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DieselCliChange::MissingMigrationsDir(path) => {
+                write!(f, "the migrations directory {} is missing", path.display())
+            }
+            DieselCliChange::MissingFolder(path) => {
+                write!(f, "the migration folder {} is missing", path.display())
+            }
+            DieselCliChange::FolderDiffers(path) => write!(
+                f,
+                "the migration folder {} holds other SQL than slotted writes (edited, or another \
+                 backend's); it is never overwritten",
+                path.display()
+            ),
+            DieselCliChange::MissingDieselToml { path, line } => write!(
+                f,
+                "{} is missing (`diesel setup` writes one); its [print_schema] needs: {line}",
+                path.display()
+            ),
+            DieselCliChange::MissingPatterns {
+                path,
+                section,
+                tables,
+                patterns,
+                line,
+            } => write!(
+                f,
+                "{} [{section}]: `diesel print-schema` would print {}; its filter lacks {}; \
+                 write: {line}",
+                path.display(),
+                tables.join(", "),
+                patterns
+                    .iter()
+                    .map(|p| format!("\"{p}\""))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+        }
+    }
+}
+
+fn diesel_cli_message(changes: &[DieselCliChange], ci: bool) -> String {
+    let mut message = String::from("the diesel CLI files differ from what the counters need:");
+    for change in changes {
+        message.push_str("\n  - ");
+        message.push_str(&change.to_string());
+    }
+    let differs = changes
+        .iter()
+        .any(|c| matches!(c, DieselCliChange::FolderDiffers(_)));
+    if differs {
+        message.push_str(
+            "\nnothing was written: remove the folders that hold other SQL (or restore them from \
+             version control), then run again",
+        );
+    }
+    if ci {
+        message
+            .push_str("\nCI is set, so nothing was written: run the tests once locally and commit");
+    } else if !differs {
+        message.push_str(
+            "\nnothing was written (a check): `CounterMigrations::update_diesel_cli` writes them",
+        );
+    }
+    message
 }
 
 /// What a failed call says about its write, and what to do next: [`Error::failure`].

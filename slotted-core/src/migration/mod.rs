@@ -1,10 +1,8 @@
-//! The counter tables' migrations: as a Diesel `MigrationSource`, and as diesel CLI folders.
+//! The counter tables' migrations: as a Diesel `MigrationSource`, and as diesel CLI folders
+//! (`diesel_cli.rs`, with the `diesel.toml` they need, `diesel_toml.rs`).
 
 use std::borrow::Cow;
 use std::fmt;
-use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
 
 use diesel::backend::Backend;
 use diesel::connection::BoxableConnection;
@@ -13,11 +11,16 @@ use diesel::migration::{
 };
 
 use crate::dialect::{CounterBackend, Dialect};
-use crate::error::{Error, Result};
 use crate::key::KeyKind;
 use crate::sql::adopt::COLUMNS_TABLE;
 use crate::sql::flush::FLUSHES_TABLE;
 use crate::table::{CounterSpec, SlottedModel, Storage};
+
+mod diesel_cli;
+mod diesel_toml;
+
+pub use crate::error::DieselCliChange;
+pub use diesel_cli::{DieselCliFiles, MigrationFolder, PrintSchemaSection};
 
 /// The migrations of a set of counter tables, one migration per table.
 ///
@@ -68,6 +71,23 @@ impl Table {
             Table::FlushLog => FLUSHES_TABLE,
             Table::Columns => COLUMNS_TABLE,
         }
+    }
+
+    /// What the table is, for messages: `the counter table posts_likes_slots`.
+    fn describe(&self) -> String {
+        match self {
+            Table::Counter(spec) if matches!(spec.storage, Storage::Shared { .. }) => {
+                format!("the shared counter table {}", spec.table)
+            }
+            Table::Counter(spec) => format!("the counter table {}", spec.table),
+            Table::FlushLog => format!("the buffer's log table {FLUSHES_TABLE}"),
+            Table::Columns => format!("slotted's column-claims table {COLUMNS_TABLE}"),
+        }
+    }
+
+    /// Its print-schema filter pattern, anchored: `^posts_likes_slots$`.
+    fn pattern(&self) -> String {
+        format!("^{}$", self.name())
     }
 
     fn folder(&self) -> String {
@@ -149,190 +169,6 @@ impl CounterMigrations {
         }
         tables
     }
-
-    /// Writes one diesel CLI migration folder per counter table into `dir` (which must exist,
-    /// typically `migrations/`), so that `diesel migration run` applies them, and returns the
-    /// folders. The folder names carry the same versions as this `MigrationSource`, so a table
-    /// applied one way is not applied again the other way.
-    ///
-    /// A folder that already holds exactly this SQL is left as it is
-    /// ([`MigrationFolder::written`] is `false`). A folder of the same name with other content is
-    /// an error, as is a missing or unwritable `dir`; in either case nothing is written.
-    ///
-    /// ```no_run
-    /// # use slotted_core::{CounterMigrations, Dialect, SlottedCounter};
-    /// # #[derive(SlottedCounter)]
-    /// # #[slotted(counter = likes, slots = 16)]
-    /// # struct Post { id: i32 }
-    /// // The dialect of the database diesel CLI will run them on: Postgres, Mysql or Sqlite.
-    /// for folder in CounterMigrations::of::<Post>().write_diesel_cli_folders("migrations", Dialect::Mysql)? {
-    ///     let what = if folder.written { "written" } else { "already there" };
-    ///     println!("{}: {what}", folder.path.display());
-    /// }
-    /// # Ok::<(), slotted_core::Error>(())
-    /// ```
-    pub fn write_diesel_cli_folders(
-        &self,
-        dir: impl AsRef<Path>,
-        dialect: Dialect,
-    ) -> Result<Vec<MigrationFolder>> {
-        let dir = dir.as_ref();
-        let folder_error =
-            |path: &Path, reason: String, source: Option<io::Error>| Error::MigrationFolder {
-                path: path.to_owned(),
-                reason,
-                source,
-            };
-        match fs::metadata(dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(folder_error(dir, "is not a directory".into(), None)),
-            Err(e) => {
-                return Err(folder_error(
-                    dir,
-                    "cannot be read; create it first (`diesel setup` makes `migrations/`)".into(),
-                    Some(e),
-                ))
-            }
-        }
-        // Check every folder before writing any, so a conflict leaves the directory untouched.
-        let tables = self.tables();
-        let mut plan = Vec::with_capacity(tables.len());
-        for table in tables {
-            let path = dir.join(table.folder());
-            let (up, down) = (table.up(dialect), table.down(dialect));
-            let existing = (
-                fs::read_to_string(path.join("up.sql")),
-                fs::read_to_string(path.join("down.sql")),
-            );
-            let write = match existing {
-                (Ok(u), Ok(d)) if u == up && d == down => false,
-                _ if path.exists() => {
-                    return Err(folder_error(
-                        &path,
-                        format!(
-                            "already exists with different content (another backend's SQL, or edited); \
-                             nothing was written. Remove it, or write {} elsewhere",
-                            dialect.name()
-                        ),
-                        None,
-                    ))
-                }
-                _ => true,
-            };
-            plan.push((path, up, down, write));
-        }
-        let mut written = Vec::with_capacity(plan.len());
-        for (path, up, down, write) in plan {
-            if write {
-                write_folder(&path, &up, &down)
-                    .map_err(|e| folder_error(&path, "cannot be written".into(), Some(e)))?;
-            }
-            written.push(MigrationFolder {
-                path,
-                written: write,
-            });
-        }
-        Ok(written)
-    }
-}
-
-impl CounterMigrations {
-    /// The `[print_schema]` filter for `diesel.toml` that keeps these counter tables out of
-    /// `diesel print-schema`'s output: the derive declares them already, and a second `table!`
-    /// of the same name would not compile (E0428). Each table as an anchored regex:
-    ///
-    /// ```
-    /// # use slotted_core::SlottedCounter;
-    /// # #[derive(SlottedCounter)]
-    /// # #[slotted(counter = likes, slots = 16)]
-    /// # struct Post { id: i32 }
-    /// let filter = slotted_core::CounterMigrations::of::<Post>().print_schema_filter();
-    /// assert_eq!(filter, r#"filter = { except_tables = ["^posts_likes_slots$"] }"#);
-    /// // diesel.toml:
-    /// // [print_schema]
-    /// // file = "src/schema.rs"
-    /// // filter = { except_tables = ["^posts_likes_slots$"] }
-    /// ```
-    pub fn print_schema_filter(&self) -> String {
-        let tables: Vec<String> = self
-            .tables()
-            .iter()
-            .map(|table| format!("\"^{}$\"", table.name()))
-            .collect();
-        format!("filter = {{ except_tables = [{}] }}", tables.join(", "))
-    }
-
-    /// Checks that the `diesel.toml` at `path` keeps every one of these counter tables out of
-    /// `diesel print-schema` (each table's anchored pattern, `"^posts_likes_slots$"`, is in it),
-    /// so that a counter added later cannot break the build with a second `table!`. Fails with
-    /// [`Error::DieselToml`], naming the missing tables and the line to write
-    /// ([`print_schema_filter`](Self::print_schema_filter)). Keep it in a test beside
-    /// [`write_diesel_cli_folders`](Self::write_diesel_cli_folders):
-    ///
-    /// ```no_run
-    /// # use slotted_core::SlottedCounter;
-    /// # #[derive(SlottedCounter)]
-    /// # #[slotted(counter = likes, slots = 16)]
-    /// # struct Post { id: i32 }
-    /// slotted_core::CounterMigrations::of::<Post>().check_diesel_toml("diesel.toml")?;
-    /// # Ok::<(), slotted_core::Error>(())
-    /// ```
-    pub fn check_diesel_toml(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = path.as_ref();
-        let text = fs::read_to_string(path).map_err(|e| Error::DieselToml {
-            path: path.to_owned(),
-            reason: "cannot be read (`diesel setup` writes one)".into(),
-            source: Some(e),
-        })?;
-        let missing: Vec<&str> = self
-            .tables()
-            .iter()
-            .map(|table| table.name())
-            .filter(|name| !text.contains(&format!("\"^{name}$\"")))
-            .collect();
-        if missing.is_empty() {
-            return Ok(());
-        }
-        Err(Error::DieselToml {
-            path: path.to_owned(),
-            reason: format!(
-                "`diesel print-schema` would print the counter table{} {}, which the derive \
-                 declares already; under `[print_schema]`, write: {}",
-                if missing.len() == 1 { "" } else { "s" },
-                missing.join(", "),
-                self.print_schema_filter()
-            ),
-            source: None,
-        })
-    }
-}
-
-/// A diesel CLI migration folder, as [`CounterMigrations::write_diesel_cli_folders`] left it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigrationFolder {
-    /// `migrations/{version}_create_{table}`.
-    pub path: PathBuf,
-    /// `true` when this call wrote it; `false` when it held exactly this SQL already and was left
-    /// alone.
-    pub written: bool,
-}
-
-/// Writes into a hidden sibling, then renames: a folder is either whole or absent.
-fn write_folder(path: &Path, up: &str, down: &str) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("migration");
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let _ = fs::remove_dir_all(&tmp);
-    fs::create_dir(&tmp)?;
-    let result = fs::write(tmp.join("up.sql"), up)
-        .and_then(|()| fs::write(tmp.join("down.sql"), down))
-        .and_then(|()| fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = fs::remove_dir_all(&tmp);
-    }
-    result
 }
 
 /// The migration version of a counter table: `slotted` and a hash of the table name, stable
