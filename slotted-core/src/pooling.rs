@@ -24,9 +24,15 @@
 //!   0.9), a call made outside a transaction runs each statement inside a transaction of its
 //!   own, so that the statement is prepared, run and closed on one server session.
 //!
-//! Slotted never uses session variables, advisory locks or `SET` on PostgreSQL, under either
-//! setting. The cost: a statement is parsed and planned on every call, and on the async face a
-//! call outside a transaction takes three round trips more (`BEGIN`, the prepare, `COMMIT`).
+//! The one piece of session state slotted keeps on PostgreSQL, under either setting, is the
+//! `connection` strategy's *writer index*: a session-level advisory lock and the session setting
+//! `slotted.writer` (`set_config`), taken on a server session's first write and held until that
+//! session ends (see the `connection` strategy in the guide's strategies chapter). It belongs to
+//! the server session, not to the client: behind a transaction pooler each of the pooler's
+//! server connections holds its own, whichever client's transaction it runs, which is what the
+//! slot spread needs. slotted sets no other setting (`SET`) and takes no other lock. The cost of
+//! this mode: a statement is parsed and planned on every call, and on the async face a call
+//! outside a transaction takes three round trips more (`BEGIN`, the prepare, `COMMIT`).
 //! Your own queries need the same care: see the guide's chapter on PgBouncer
 //! (`docs/guide/pgbouncer.md`) for Diesel's, r2d2's, bb8's and deadpool's settings.
 //!

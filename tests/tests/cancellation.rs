@@ -588,3 +588,301 @@ guarded_storm!(
     postgres_the_guard_keeps_pools_right_under_cut_offs,
     diesel_async::AsyncPgConnection
 );
+
+// ---------------------------------------------------------------------------------------------
+// slotted's own calls, cut off without a guard (issue 39): safe by default.
+// ---------------------------------------------------------------------------------------------
+
+/// Holds every slot row of key 1 in a transaction on `probe`, cuts `conn`'s increment of key 1
+/// off while it waits for that lock (so the server has its statement and answers only after
+/// the cut-off), then lets it through and waits until the server has counted it: a cut-off
+/// increment that the server ran, whose reply nobody read.
+async fn cut_off_behind_a_lock<C, S>(conn: &mut C, probe: &mut S, counted_before: i64)
+where
+    C: slotted_core::AsyncCounterConnection,
+    S: TestConnection,
+{
+    probe.batch_execute("BEGIN").unwrap();
+    probe
+        .batch_execute("UPDATE posts_likes_slots SET count = count WHERE record_id = 1")
+        .unwrap();
+    let likes = Post::likes_of(1);
+    let cut = tokio::time::timeout(Duration::from_millis(300), likes.increment_async(conn)).await;
+    assert!(cut.is_err(), "the increment waited for the lock: {cut:?}");
+    probe.batch_execute("COMMIT").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Post::likes_of(1).total(probe).unwrap() != counted_before + 1 {
+        assert!(Instant::now() < deadline, "the cut-off increment never ran");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A slotted write cut off mid-statement (the server runs it after the cut-off, and its reply
+/// waits in the socket), on a bare connection and on bb8 and deadpool pools of one connection,
+/// none of them guarded.
+///
+/// MySQL/MariaDB: the bare connection says `is_broken` (so any pool closes it) and slotted's
+/// next call on it fails without sending anything (`Failure::Reconnect`), instead of reading the
+/// cut-off statement's reply as its own; each pool hands out a new connection, which answers
+/// right. PostgreSQL: tokio-postgres reads and drops the reply, the connection stays in step and
+/// usable. Either way the cut-off write counted once.
+macro_rules! a_slotted_write_cut_off_mid_statement {
+    ($name:ident, $conn:ty) => {
+        #[test]
+        fn $name() {
+            run(async {
+                type A = $conn;
+                let Some((db, mut bare)) = migrated::<A>(stringify!($name)).await else {
+                    return;
+                };
+                let backend = <<A as AsyncTestConnection>::Sync as TestConnection>::NAME;
+                let mut probe = <<A as AsyncTestConnection>::Sync as TestConnection>::open(&db.url);
+                every_slot_row(&mut probe, 1..=1);
+                let mut counted = 0;
+
+                cut_off_behind_a_lock(&mut bare, &mut probe, counted).await;
+                counted += 1;
+                let next = Post::likes_of(1).total_async(&mut bare).await;
+                if backend == "mysql" {
+                    assert!(bare.is_broken(), "marked broken: any pool closes it");
+                    let e = next.expect_err("refused: the connection is out of step");
+                    assert_eq!(e.failure(), slotted_core::Failure::Reconnect, "{e}");
+                    assert!(e.to_string().contains("out of step"), "{e}");
+                    let again = Post::likes_of(1).increment_async(&mut bare).await;
+                    assert!(again.is_err(), "a write is refused too: {again:?}");
+                } else {
+                    assert!(!bare.is_broken());
+                    assert_eq!(next.unwrap(), counted);
+                    Post::likes_of(1).increment_async(&mut bare).await.unwrap();
+                    counted += 1;
+                }
+                assert_eq!(Post::likes_of(1).total(&mut probe).unwrap(), counted);
+
+                // bb8 as a naive app builds it (its check-out test on), and deadpool; one
+                // connection each, so a connection put back would be the next one handed out.
+                let bb8 = A::bb8(&db.url, 1).await;
+                let deadpool = A::deadpool(&db.url, 1);
+                for _ in 0..2 {
+                    {
+                        let mut conn = A::bb8_get(&bb8).await;
+                        cut_off_behind_a_lock(&mut conn, &mut probe, counted).await;
+                        counted += 1;
+                    }
+                    let mut conn = A::bb8_get(&bb8).await;
+                    assert_eq!(
+                        Post::likes_of(1).total_async(&mut conn).await.unwrap(),
+                        counted
+                    );
+                    Post::likes_of(1).increment_async(&mut conn).await.unwrap();
+                    counted += 1;
+                    drop(conn);
+                    {
+                        let mut conn = A::deadpool_get(&deadpool).await;
+                        cut_off_behind_a_lock(&mut conn, &mut probe, counted).await;
+                        counted += 1;
+                    }
+                    let mut conn = A::deadpool_get(&deadpool).await;
+                    assert_eq!(
+                        Post::likes_of(1).total_async(&mut conn).await.unwrap(),
+                        counted
+                    );
+                    Post::likes_of(1).increment_async(&mut conn).await.unwrap();
+                    counted += 1;
+                }
+                assert_eq!(Post::likes_of(1).total(&mut probe).unwrap(), counted);
+            })
+        }
+    };
+}
+
+#[cfg(feature = "mysql")]
+a_slotted_write_cut_off_mid_statement!(
+    mysql_a_slotted_write_cut_off_mid_statement,
+    diesel_async::AsyncMysqlConnection
+);
+#[cfg(feature = "postgres")]
+a_slotted_write_cut_off_mid_statement!(
+    postgres_a_slotted_write_cut_off_mid_statement,
+    diesel_async::AsyncPgConnection
+);
+
+/// The naive app: pooled connections used as they are (no `CancelGuard`), bb8 built with its
+/// defaults and deadpool, 48 tasks of 25 requests. Each request takes a connection, runs the
+/// app's own query (never cut off), then one slotted call: a like of key 0, a total of key 1
+/// to 4, or the totals of keys 1 to 4 (which hold 10 × key); one request in two is cut off
+/// inside its slotted call after 10 µs to 1 ms, and the request ends there (its connection goes
+/// back to the pool). Every answer that came back is right, the app's own queries included
+/// (no connection out of step was handed out again), no slotted call failed, key 0 counted each
+/// cut-off like once or not at all, and every pooled connection answers right afterwards.
+macro_rules! naive_storm {
+    ($name:ident, $conn:ty) => {
+        #[test]
+        fn $name() {
+            run(async {
+                use std::sync::atomic::{AtomicI64, Ordering};
+                use std::sync::Arc;
+                type A = $conn;
+                let Some((db, _conn)) = migrated::<A>(stringify!($name)).await else {
+                    return;
+                };
+                let backend = <<A as AsyncTestConnection>::Sync as TestConnection>::NAME;
+                let mut sync = <<A as AsyncTestConnection>::Sync as TestConnection>::open(&db.url);
+                for key in 1..=4 {
+                    Post::likes_of(key)
+                        .add(10 * i64::from(key), &mut sync)
+                        .unwrap();
+                }
+                let deadpool = A::deadpool(&db.url, 4);
+                let bb8 = A::bb8(&db.url, 4).await;
+                let acknowledged = Arc::new(AtomicI64::new(0));
+                let cut_off = Arc::new(AtomicI64::new(0));
+                let cut_calls = Arc::new(AtomicI64::new(0));
+                let wrong = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+
+                /// One request on `conn`: the app's query, then slotted call `n`, cut off after
+                /// `limit` when `cut`. `Ok(Some(likes on key 0))` when it ran to its end,
+                /// `Ok(None)` when cut off.
+                async fn request<C>(
+                    conn: &mut C,
+                    n: i64,
+                    backend: &str,
+                    cut: Option<Duration>,
+                ) -> Result<Option<i64>, String>
+                where
+                    C: slotted_core::AsyncCounterConnection<
+                        Backend = <$conn as diesel_async::AsyncConnectionCore>::Backend,
+                    >,
+                {
+                    let echo = diesel::sql_query(echo_sql(backend))
+                        .bind::<BigInt, _>(n)
+                        .bind::<Double, _>(0.0);
+                    match echo.load::<Row>(conn).await {
+                        Ok(rows) if rows == vec![Row { n }] => {}
+                        other => return Err(format!("the app's query {n}: {other:?}")),
+                    }
+                    let call = async {
+                        match n % 3 {
+                            0 => {
+                                Post::likes_of(0)
+                                    .increment_async(&mut *conn)
+                                    .await
+                                    .map_err(|e| format!("like: {e}"))?;
+                                Ok(1)
+                            }
+                            1 => {
+                                let key = (n / 3 % 4 + 1) as i32;
+                                let total = Post::likes_of(key)
+                                    .total_async(&mut *conn)
+                                    .await
+                                    .map_err(|e| format!("total: {e}"))?;
+                                if total == 10 * i64::from(key) {
+                                    Ok(0)
+                                } else {
+                                    Err(format!("key {key}: total {total}"))
+                                }
+                            }
+                            _ => {
+                                let totals = Post::likes_totals_async(&[1, 2, 3, 4], &mut *conn)
+                                    .await
+                                    .map_err(|e| format!("totals: {e}"))?;
+                                if (1..=4).all(|k| totals.get(&k) == Some(&(10 * i64::from(k)))) {
+                                    Ok(0)
+                                } else {
+                                    Err(format!("totals: {totals:?}"))
+                                }
+                            }
+                        }
+                    };
+                    match cut {
+                        Some(limit) => match tokio::time::timeout(limit, call).await {
+                            Ok(r) => r.map(Some),
+                            Err(_) => Ok(None),
+                        },
+                        None => call.await.map(Some),
+                    }
+                }
+
+                let tasks: Vec<_> = (0..48_i64)
+                    .map(|t| {
+                        let (deadpool, bb8) = (deadpool.clone(), bb8.clone());
+                        let (acknowledged, cut_off, cut_calls, wrong) = (
+                            acknowledged.clone(),
+                            cut_off.clone(),
+                            cut_calls.clone(),
+                            wrong.clone(),
+                        );
+                        tokio::spawn(async move {
+                            for c in 0..25_i64 {
+                                let n = t * 25 + c;
+                                let cut = (n % 4 < 2)
+                                    .then(|| Duration::from_micros(10 + (n as u64 * 7919) % 990));
+                                let result = if n % 2 == 0 {
+                                    let mut conn = A::bb8_get(&bb8).await;
+                                    request(&mut conn, n, backend, cut).await
+                                } else {
+                                    let mut conn = A::deadpool_get(&deadpool).await;
+                                    request(&mut conn, n, backend, cut).await
+                                };
+                                match result {
+                                    Ok(Some(delta)) => {
+                                        acknowledged.fetch_add(delta, Ordering::SeqCst);
+                                    }
+                                    Ok(None) => {
+                                        cut_calls.fetch_add(1, Ordering::SeqCst);
+                                        if n % 3 == 0 {
+                                            cut_off.fetch_add(1, Ordering::SeqCst);
+                                        }
+                                    }
+                                    Err(e) => wrong.lock().unwrap().push(format!("call {n}: {e}")),
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                for task in tasks {
+                    task.await.expect("a storm task");
+                }
+                let wrong = wrong.lock().unwrap().clone();
+                let (acknowledged, cut_off, cut_calls) = (
+                    AtomicI64::load(&acknowledged, Ordering::SeqCst),
+                    AtomicI64::load(&cut_off, Ordering::SeqCst),
+                    AtomicI64::load(&cut_calls, Ordering::SeqCst),
+                );
+                eprintln!(
+                    "{backend}: {cut_calls} slotted calls cut off, {} wrong: {:?}",
+                    wrong.len(),
+                    &wrong[..wrong.len().min(5)]
+                );
+                assert!(wrong.is_empty(), "{backend}: {} wrong", wrong.len());
+                assert!(
+                    cut_calls > 0 && acknowledged > 0,
+                    "the storm cut some calls off, not all"
+                );
+                until_released(&mut sync, 0).await;
+                let total = Post::likes_of(0).total(&mut sync).unwrap();
+                slotted_tests::assert_counted_once(backend, acknowledged, cut_off, total);
+                // Every pooled connection, all at once, answers right.
+                let mut conns = Vec::new();
+                for _ in 0..4 {
+                    conns.push((A::bb8_get(&bb8).await, A::deadpool_get(&deadpool).await));
+                }
+                for (i, (b, d)) in conns.iter_mut().enumerate() {
+                    let n = 3000 + 3 * i as i64 + 1;
+                    assert_eq!(request(b, n, backend, None).await, Ok(Some(0)));
+                    assert_eq!(request(d, n + 1, backend, None).await, Ok(Some(0)));
+                }
+            })
+        }
+    };
+}
+
+#[cfg(feature = "mysql")]
+naive_storm!(
+    mysql_slotted_calls_cut_off_without_a_guard_leave_pools_right,
+    diesel_async::AsyncMysqlConnection
+);
+#[cfg(feature = "postgres")]
+naive_storm!(
+    postgres_slotted_calls_cut_off_without_a_guard_leave_pools_right,
+    diesel_async::AsyncPgConnection
+);

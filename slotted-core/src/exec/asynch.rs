@@ -53,6 +53,90 @@ macro_rules! in_own_transactions {
     }};
 }
 
+/// Runs `$run(conn)` (a statement) with the connection marked broken while the statement is in
+/// flight outside a transaction, where the connection's reply may outlive a cut-off
+/// ([`replies_outlive_a_cut_off`]): dropped before the reply was read, the future leaves the mark,
+/// so every pool (bb8, deadpool, `CancelGuard`) closes the connection instead of handing it to
+/// the next request, and a later slotted call on it fails ([`StepCheck::OutOfStep`]) instead of
+/// reading this statement's reply as its own. Inside a transaction the open transaction already
+/// makes pools close a connection whose future was dropped, so nothing is marked there. A macro
+/// for the reason `in_own_transactions!` is one.
+macro_rules! in_flight {
+    ($conn:expr, |$c:ident| $run:expr) => {{
+        let conn = $conn;
+        match StepCheck::of(&mut *conn) {
+            StepCheck::OutOfStep => Err(out_of_step()),
+            StepCheck::InTransaction => {
+                let $c = &mut *conn;
+                $run.await
+            }
+            StepCheck::Outside => {
+                // The mark: diesel-async's `is_broken`, which pools ask, is true for a manager
+                // in error. Nothing reads the manager while the statement runs (outside a
+                // transaction diesel-async's MySQL connection only touches it after a
+                // serialization failure inside one).
+                C::TransactionManager::transaction_manager_status_mut(&mut *conn).set_in_error();
+                let result = {
+                    let $c = &mut *conn;
+                    $run.await
+                };
+                // The reply was read: back to "no transaction", the state it was marked from.
+                *C::TransactionManager::transaction_manager_status_mut(&mut *conn) =
+                    diesel::connection::TransactionManagerStatus::default();
+                result
+            }
+        }
+    }};
+}
+
+/// Where a connection stands before a statement that [`in_flight!`] runs.
+enum StepCheck {
+    /// Inside a transaction: no mark needed.
+    InTransaction,
+    /// No transaction, and in step with the server: marked while the statement runs.
+    Outside,
+    /// Marked broken and no transaction: a statement was cut off on it before its reply was read
+    /// (by [`in_flight!`], or diesel-async's own mark of a cut-off `BEGIN`, `COMMIT` or
+    /// `ROLLBACK`). Its next reply may be that statement's: refuse.
+    OutOfStep,
+}
+
+impl StepCheck {
+    fn of<C: AsyncCounterConnection>(conn: &mut C) -> Self {
+        match C::TransactionManager::transaction_manager_status_mut(conn).transaction_depth() {
+            Ok(Some(_)) => StepCheck::InTransaction,
+            Err(_) => StepCheck::OutOfStep,
+            Ok(None) if C::TransactionManager::is_broken_transaction_manager(conn) => {
+                StepCheck::OutOfStep
+            }
+            Ok(None) => StepCheck::Outside,
+        }
+    }
+}
+
+/// The error of a slotted call on a connection that an earlier cut-off left out of step.
+/// `ClosedConnection`: the call may run on another connection ([`Failure::Reconnect`]).
+///
+/// [`Failure::Reconnect`]: crate::Failure::Reconnect
+fn out_of_step() -> diesel::result::Error {
+    diesel::result::Error::DatabaseError(
+        diesel::result::DatabaseErrorKind::ClosedConnection,
+        Box::new(String::from(
+            "an earlier call on this connection was cut off before the server's reply was read, \
+             so the connection is out of step with the server and was marked broken (a pool \
+             closes it): nothing was sent; take another connection",
+        )),
+    )
+}
+
+/// Whether a statement's reply outlives a cut-off on this backend: diesel-async's MySQL
+/// connection reads the reply of a statement whose future was dropped as the next statement's.
+/// tokio-postgres reads and drops such a reply; a SQLite call goes on to its end on its blocking
+/// thread, whose connection the next call waits for.
+fn replies_outlive_a_cut_off<DB: CounterBackend>() -> bool {
+    DB::DIALECT == crate::dialect::Dialect::Mysql
+}
+
 /// [`Exec`] on a diesel-async connection.
 pub(crate) struct AsyncExec<'c, C>(pub &'c mut C);
 
@@ -69,6 +153,10 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
                 async move { in_own_transactions!(conn, |c| Run(&statement).execute(c)) },
             );
         }
+        if replies_outlive_a_cut_off::<C::Backend>() {
+            let conn = &mut *self.0;
+            return Box::pin(async move { in_flight!(conn, |c| Run(statement).execute(c)) });
+        }
         Box::pin(Run(statement).execute(self.0))
     }
 
@@ -82,6 +170,10 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
             return Box::pin(async move {
                 in_own_transactions!(conn, |c| Run(&statement).load::<U>(c))
             });
+        }
+        if replies_outlive_a_cut_off::<C::Backend>() {
+            let conn = &mut *self.0;
+            return Box::pin(async move { in_flight!(conn, |c| Run(statement).load::<U>(c)) });
         }
         Box::pin(Run(statement).load::<U>(self.0))
     }

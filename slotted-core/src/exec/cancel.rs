@@ -6,6 +6,12 @@
 //! next query reads it), and a transaction cut off on a deadpool connection stays open, with its
 //! row locks, until deadpool next takes that connection out. Neither pool sees the first case
 //! (`is_broken` is false); deadpool sees the second only later.
+//!
+//! slotted's own calls need no guard for the first case: the async executor marks a MySQL
+//! connection broken while one of slotted's statements is in flight outside a transaction
+//! (`in_flight!` in `exec/asynch.rs`), so a cut-off leaves the mark and every pool closes the
+//! connection. The guard is for the application's own queries and transactions on the same
+//! connection, which slotted does not see.
 
 use std::future::Future;
 
