@@ -1,18 +1,23 @@
 //! diesel CLI itself, on every backend: `diesel migration run` applies the folders slotted writes,
-//! and `diesel print-schema` prints the tables the derive declares.
+//! and `diesel print-schema` prints the tables the derive declares; and the flow README gives a
+//! user, one `update_diesel_cli` call in a test of their crate, end to end.
 //!
 //! Needs the `diesel` binary (`.ci/run` installs it); without it the test says so and passes,
 //! unless `SLOTTED_REQUIRE_ALL_BACKENDS=1`, under which it fails.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use slotted_core::{CounterTable, Dialect, KeyKind};
+use slotted_core::migration::DieselCliChange;
+use slotted_core::{CounterMigrations, CounterTable, Dialect, Error, KeyKind};
 use slotted_tests::keys;
 use slotted_tests::models::*;
 use slotted_tests::{all_migrations, backend_tests, require_all_backends, TestConnection, TestDb};
 
-backend_tests!(diesel_cli_runs_the_folders_and_prints_the_declared_tables);
+backend_tests!(
+    diesel_cli_runs_the_folders_and_prints_the_declared_tables,
+    one_call_sets_up_the_diesel_cli_flow,
+);
 
 fn dialect<C: TestConnection>() -> Dialect {
     match C::NAME {
@@ -238,5 +243,194 @@ fn diesel_cli_runs_the_folders_and_prints_the_declared_tables<C: TestConnection>
     let mut conn = C::open(&db.url);
     Post::likes_of(1).add(4, &mut conn).unwrap();
     assert_eq!(Post::likes_of(1).total(&mut conn).unwrap(), 4);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every file and folder under `dir`, with each file's bytes.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path.clone());
+                files.push((path, Vec::new()));
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                files.push((path, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The tables a `schema.rs` (or print-schema's output) declares.
+fn printed_tables(schema: &str) -> Vec<String> {
+    schema
+        .lines()
+        .filter_map(|line| line.strip_prefix("    "))
+        .filter(|line| !line.starts_with(' '))
+        .filter_map(|line| line.split_once(" (").map(|(name, _)| name))
+        .filter(|name| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The diesel CLI folder of `table`'s migration, as slotted names it.
+fn folder(dir: &Path, spec: &slotted_core::CounterSpec) -> PathBuf {
+    let version = slotted_core::migration::migration_version(spec);
+    dir.join("migrations").join(format!(
+        "{}-{}_create_{}",
+        &version[..7],
+        &version[7..],
+        spec.table
+    ))
+}
+
+/// README's flow: a crate set up by `diesel setup`, with its own migration; one call writes the
+/// counters' folders and the print-schema filter, and passes on its first run; `diesel migration
+/// run` then writes a `src/schema.rs` with the crate's tables and none of slotted's. A check
+/// after a new counter names exactly what is missing and writes nothing.
+fn one_call_sets_up_the_diesel_cli_flow<C: TestConnection>(test: &str) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "slotted-cli-flow-{}-{}",
+        C::NAME,
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let Some(_) = diesel(&["setup", "--database-url", &db.url], &dir) else {
+        return;
+    };
+    let setup_toml = std::fs::read_to_string(dir.join("diesel.toml")).unwrap();
+    assert!(
+        setup_toml.contains("file = \"src/schema.rs\""),
+        "{setup_toml}"
+    );
+    // The crate's own tables: posts, and clips, whose counters adopt and cache its columns.
+    let own = dir.join("migrations/2024-01-01-000000_create_posts");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(
+        own.join("up.sql"),
+        "CREATE TABLE posts (id INTEGER PRIMARY KEY, title TEXT NOT NULL);\n\
+         CREATE TABLE clips (id INTEGER PRIMARY KEY, likes_count INTEGER NOT NULL, \
+         views_count BIGINT NOT NULL, saves_count BIGINT NOT NULL, \
+         shares_count INTEGER NOT NULL DEFAULT 0, likes_total BIGINT NOT NULL DEFAULT 0, \
+         plays_total BIGINT NOT NULL DEFAULT 0);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        own.join("down.sql"),
+        "DROP TABLE clips;\nDROP TABLE posts;\n",
+    )
+    .unwrap();
+
+    // The test a user keeps: its first run writes everything and passes.
+    let counters = CounterMigrations::of::<Post>()
+        .and::<slotted_tests::adoption::Clip>()
+        .with_buffer();
+    let files = counters
+        .write_diesel_cli(&dir, dialect::<C>())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(files.written(), "{files}");
+    assert!(
+        !files.diesel_toml_created && !files.migrations_dir_created,
+        "{files}"
+    );
+    assert!(files.folders.iter().all(|f| f.written), "{files}");
+    let slotted_tables = [
+        "posts_likes_slots",
+        "posts_views_slots",
+        "clips_likes_slots",
+        "clips_views_slots",
+        "clips_saves_slots",
+        "slotted_counters",
+        "slotted_columns",
+        "slotted_flushes",
+    ];
+    let mut added = files.print_schema[0].added.clone();
+    added.sort();
+    let mut expected: Vec<String> = slotted_tables.iter().map(|t| format!("^{t}$")).collect();
+    expected.sort();
+    assert_eq!(added, expected, "{files}");
+    // A second run writes nothing, and a check passes.
+    let again = counters.write_diesel_cli(&dir, dialect::<C>()).unwrap();
+    assert!(!again.written(), "{again}");
+    counters
+        .check_diesel_cli(&dir, dialect::<C>())
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    // `diesel migration run` applies the crate's migration and the counters', and rewrites
+    // src/schema.rs as diesel.toml says: the crate's tables, none of slotted's.
+    let run = ["migration", "run", "--database-url", &db.url];
+    diesel(&run, &dir).unwrap();
+    let schema = std::fs::read_to_string(dir.join("src/schema.rs")).unwrap();
+    let mut printed = printed_tables(&schema);
+    printed.sort();
+    assert_eq!(printed, ["clips", "posts"], "src/schema.rs:\n{schema}");
+    let stdout = diesel(&["print-schema", "--database-url", &db.url], &dir).unwrap();
+    let mut printed = printed_tables(&stdout);
+    printed.sort();
+    assert_eq!(printed, ["clips", "posts"], "print-schema:\n{stdout}");
+    // The tables are there, and count.
+    let mut conn = C::open(&db.url);
+    Post::likes_of(1).add(3, &mut conn).unwrap();
+    assert_eq!(Post::likes_of(1).total(&mut conn).unwrap(), 3);
+    for table in slotted_tables {
+        let rows = conn.query_i64(&format!("SELECT COUNT(*) AS n FROM {table}"));
+        assert!(rows >= 0, "{table}");
+    }
+
+    // A new counter, checked (as under CI): the error names its folder and its pattern, and
+    // nothing changes on disk.
+    let grown = counters.clone().and::<Event>();
+    let before = snapshot(&dir);
+    let err = grown.check_diesel_cli(&dir, dialect::<C>()).unwrap_err();
+    let message = err.to_string();
+    let Error::DieselCliOutOfDate { changes, .. } = &err else {
+        panic!("{err:?}")
+    };
+    let events = <events_hits_slots::table as CounterTable>::SPEC;
+    assert_eq!(changes.len(), 2, "{message}");
+    assert_eq!(
+        changes[0],
+        DieselCliChange::MissingFolder(folder(&dir, &events)),
+        "{message}"
+    );
+    assert!(
+        matches!(&changes[1], DieselCliChange::MissingPatterns { section, patterns, .. }
+            if section == "print_schema" && patterns == &["^events_hits_slots$"]),
+        "{message}"
+    );
+    assert!(
+        message.contains(&folder(&dir, &events).display().to_string())
+            && message.contains("\"^events_hits_slots$\"")
+            && message.contains("nothing was written"),
+        "{message}"
+    );
+    assert_eq!(snapshot(&dir), before, "a check writes nothing");
+
+    // Written, `diesel migration run` applies it, and schema.rs still has only the crate's tables.
+    let files = grown.write_diesel_cli(&dir, dialect::<C>()).unwrap();
+    assert_eq!(
+        files.folders.iter().filter(|f| f.written).count(),
+        1,
+        "{files}"
+    );
+    diesel(&run, &dir).unwrap();
+    let schema = std::fs::read_to_string(dir.join("src/schema.rs")).unwrap();
+    assert_eq!(printed_tables(&schema).len(), 2, "src/schema.rs:\n{schema}");
+    Event::hits_of(7).increment(&mut conn).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -36,6 +36,7 @@ const FILTER_COMMENT: &str =
 
 /// What `diesel setup` (diesel_cli 2.3) writes, with the print-schema filter of `patterns`.
 pub(super) fn setup_file(patterns: &[String]) -> String {
+    let filter = written_filter(patterns);
     format!(
         "# For documentation on how to configure this file,\n\
          # see https://diesel.rs/guides/configuring-diesel-cli\n\
@@ -43,11 +44,10 @@ pub(super) fn setup_file(patterns: &[String]) -> String {
          [print_schema]\n\
          file = \"src/schema.rs\"\n\
          custom_type_derives = [\"diesel::query_builder::QueryId\", \"Clone\"]\n\
-         {FILTER_COMMENT}{}\n\
+         {FILTER_COMMENT}filter = {filter}\n\
          \n\
          [migrations_directory]\n\
-         dir = \"migrations\"\n",
-        filter_line(patterns)
+         dir = \"migrations\"\n"
     )
 }
 
@@ -59,6 +59,23 @@ pub(super) fn filter_line(patterns: &[String]) -> String {
 fn except_filter(patterns: &[String]) -> InlineTable {
     let mut filter = InlineTable::new();
     filter.insert("except_tables", Value::Array(patterns.iter().collect()));
+    filter
+}
+
+/// The filter slotted writes into a file: one pattern a line when there are several, so a new
+/// counter is a one-line change.
+fn written_filter(patterns: &[String]) -> InlineTable {
+    if patterns.len() < 2 {
+        return except_filter(patterns);
+    }
+    let mut array: Array = patterns
+        .iter()
+        .map(|p| Value::from(p.as_str()).decorated("\n    ", ""))
+        .collect();
+    array.set_trailing("\n");
+    array.set_trailing_comma(true);
+    let mut filter = InlineTable::new();
+    filter.insert("except_tables", Value::Array(array));
     filter
 }
 
@@ -175,7 +192,7 @@ fn edit_config(
         .as_table_like_mut()
         .ok_or_else(|| format!("`{name}` is not a table"))?;
     let Some(filter) = config.get_mut("filter") else {
-        let mut value = Value::InlineTable(except_filter(patterns));
+        let mut value = Value::InlineTable(written_filter(patterns));
         value.decor_mut().set_prefix(" ");
         config.insert("filter", Item::Value(value));
         // A comment inside an inline table (`print_schema = { … }`) would end it.
@@ -285,6 +302,9 @@ fn push_keeping_layout(array: &mut Array, values: &[String]) {
 mod tests {
     use super::*;
 
+    /// The filter slotted writes for [`patterns`], one a line.
+    const MULTI: &str = "filter = { except_tables = [\n    \"^posts_likes_slots$\",\n    \"^slotted_columns$\",\n] }";
+
     fn patterns() -> Vec<String> {
         vec!["^posts_likes_slots$".into(), "^slotted_columns$".into()]
     }
@@ -368,8 +388,7 @@ mod tests {
         assert_eq!(
             edited,
             format!(
-                "[print_schema]\nfile = \"src/schema.rs\"\n{FILTER_COMMENT}{}\n\n[migrations_directory]\ndir = \"m\"\n",
-                filter_line(&patterns())
+                "[print_schema]\nfile = \"src/schema.rs\"\n{FILTER_COMMENT}{MULTI}\n\n[migrations_directory]\ndir = \"m\"\n"
             )
         );
         assert_eq!(edits[0].added, patterns());
@@ -384,17 +403,23 @@ mod tests {
         assert_eq!(
             edited,
             format!(
-                "[migrations_directory]\ndir = \"migrations\"\n\n[print_schema]\n{FILTER_COMMENT}{}\n",
-                filter_line(&patterns())
+                "[migrations_directory]\ndir = \"migrations\"\n\n[print_schema]\n{FILTER_COMMENT}{MULTI}\n"
             )
         );
         assert_eq!(edits.len(), 1);
         assert_eq!(
             edit("").0,
-            format!(
-                "[print_schema]\n{FILTER_COMMENT}{}\n",
-                filter_line(&patterns())
-            )
+            format!("[print_schema]\n{FILTER_COMMENT}{MULTI}\n")
+        );
+    }
+
+    #[test]
+    fn one_pattern_stays_on_the_filter_line() {
+        let mut toml = DieselToml::parse("").unwrap();
+        toml.add_patterns(&patterns()[..1]).unwrap();
+        assert_eq!(
+            toml.to_string(),
+            format!("[print_schema]\n{FILTER_COMMENT}filter = {{ except_tables = [\"^posts_likes_slots$\"] }}\n")
         );
     }
 

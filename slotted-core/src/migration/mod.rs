@@ -1,5 +1,6 @@
 //! The counter tables' migrations: as a Diesel `MigrationSource`, and as diesel CLI folders
-//! (`diesel_cli.rs`, with the `diesel.toml` they need, `diesel_toml.rs`).
+//! (`diesel_cli.rs` the calls, `diesel_files.rs` what they find and write, `diesel_toml.rs` the
+//! `diesel.toml` they edit).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -17,10 +18,11 @@ use crate::sql::flush::FLUSHES_TABLE;
 use crate::table::{CounterSpec, SlottedModel, Storage};
 
 mod diesel_cli;
+mod diesel_files;
 mod diesel_toml;
 
 pub use crate::error::DieselCliChange;
-pub use diesel_cli::{DieselCliFiles, MigrationFolder, PrintSchemaSection};
+pub use diesel_files::{DieselCliFiles, MigrationFolder, PrintSchemaSection};
 
 /// The migrations of a set of counter tables, one migration per table.
 ///
