@@ -432,6 +432,18 @@ pub(crate) mod sealed {
     note = "slotted counters are keyed by `i16`, `i32`, `i64`, `u32`, `u64` (MySQL), `String`, `uuid::Uuid` (PostgreSQL, slotted-core's `uuid` feature) or `chrono::NaiveDate` (the `chrono` feature), or a composite primary key of two or three of them",
     note = "a newtype over one of them keys a counter with `#[derive(slotted_core::SlottedKey)]` on it, e.g. `#[derive(DieselNewType, SlottedKey)] struct PostId(i32);`"
 )]
+#[cfg_attr(
+    not(feature = "uuid"),
+    diagnostic::on_unimplemented(
+        note = "`uuid::Uuid` keys a counter with slotted-core's `uuid` feature, which is off: `slotted-core = {{ …, features = [\"uuid\"] }}`"
+    )
+)]
+#[cfg_attr(
+    not(feature = "chrono"),
+    diagnostic::on_unimplemented(
+        note = "`chrono::NaiveDate` keys a counter with slotted-core's `chrono` feature, which is off: `slotted-core = {{ …, features = [\"chrono\"] }}`"
+    )
+)]
 pub trait CounterKey: sealed::Sealed + Clone + Eq + Hash + Debug + Send + Sync + 'static {
     /// The SQL type of the key's column (a tuple of them for a composite key).
     type SqlType: KeySqlType;
@@ -681,67 +693,44 @@ key_of_values! {
 pub mod check {
     use super::CounterKey;
 
-    /// The key type's SQL type is the one the derive declared for it by name.
-    #[diagnostic::on_unimplemented(
-        message = "this key type keys a `{Self}` column, not a `{S}` one",
-        label = "the model's primary key type",
-        note = "a `Uuid` key is `uuid::Uuid`, with slotted-core's `uuid` feature; a `NaiveDate` key is `chrono::NaiveDate`, with its `chrono` feature"
-    )]
-    pub trait SameSqlType<S> {}
-    impl<T> SameSqlType<T> for T {}
+    // Each check is a `const fn` the derive's expansion evaluates in a constant of the user's
+    // crate, `if !check::<T>() { panic!("…") }`, so that the error is the message alone, at the
+    // user's attribute or field (a panic in here would add a note pointing into slotted-core).
+    // Through `T`, so that a key type that keys nothing is reported once, at `CounterTable::Key`,
+    // and not by these too.
 
-    /// Fails to compile unless the key of counter `T` keys an `S` column (through `T`, so that a
-    /// key type that keys nothing fails once, at `CounterTable::Key`).
-    pub const fn sql_type<T, S>()
-    where
-        T: crate::CounterTable,
-        <T::Key as CounterKey>::SqlType: SameSqlType<S>,
-    {
-    }
-
-    /// Fails to compile unless the key type `K`, one column of a composite key, keys an `S`
-    /// column.
-    pub const fn column_sql_type<K, S>()
-    where
-        K: CounterKey,
-        K::SqlType: SameSqlType<S>,
-    {
-    }
-
-    /// Fails to compile (a constant's evaluation) unless `K` is a text key, or a composite key
-    /// with a text column: `max_key_length` sizes MySQL's `VARCHAR` column of a `String` key,
-    /// or of a newtype over one.
-    pub const fn max_key_length<T: crate::CounterTable>() {
+    /// Whether column `index` of the key of counter `T` is of `kind`: the derive declares the
+    /// counter table's column of a key field called `Uuid` (`NaiveDate`) as `Uuid` (`Date`),
+    /// by that name, and a type of the user's may be called so too.
+    pub const fn keys_kind<T: crate::CounterTable>(index: usize, kind: super::KeyKind) -> bool {
         let kinds = <T::Key as CounterKey>::KINDS;
-        let mut text = false;
+        index < kinds.len() && kinds[index] as u8 == kind as u8
+    }
+
+    /// Whether the key of counter `T` is a text key, or a composite key with a text column:
+    /// `max_key_length` sizes MySQL's `VARCHAR` column of a `String` key, or of a newtype over
+    /// one.
+    pub const fn has_text_column<T: crate::CounterTable>() -> bool {
+        let kinds = <T::Key as CounterKey>::KINDS;
         let mut i = 0;
         while i < kinds.len() {
-            text |= matches!(kinds[i], super::KeyKind::Text);
+            if matches!(kinds[i], super::KeyKind::Text) {
+                return true;
+            }
             i += 1;
         }
-        assert!(
-            text,
-            "`max_key_length` applies only to text keys (`String`, or a newtype over one): remove it"
-        );
+        false
     }
 
-    /// Fails to compile (a constant's evaluation) unless the key of counter `T` has `columns`
-    /// columns, as many as the model's primary key names: a field's type that keys several
-    /// columns (a tuple) is not a one-column key.
-    pub const fn columns<T: crate::CounterTable>(columns: usize) {
-        assert!(
-            <T::Key as CounterKey>::KINDS.len() == columns,
-            "the key's type keys another number of columns than the model's primary key names: a composite key names each of its fields in `#[diesel(primary_key(a, b))]`, each of a one-column key type"
-        );
+    /// Whether the key of counter `T` has `columns` columns, as many as the model's primary
+    /// key names: a field's type that keys several columns (a tuple) is not a one-column key.
+    pub const fn has_columns<T: crate::CounterTable>(columns: usize) -> bool {
+        <T::Key as CounterKey>::KINDS.len() == columns
     }
 
-    /// Fails to compile (a constant's evaluation) when the key of counter `T` does not fit the
-    /// shared table.
-    pub const fn shared<T: crate::CounterTable>() {
+    /// Whether the key of counter `T` fits the shared table's `BIGINT` `record_id`.
+    pub const fn fits_shared<T: crate::CounterTable>() -> bool {
         let kinds = <T::Key as CounterKey>::KINDS;
-        assert!(
-            kinds.len() == 1 && kinds[0].fits_big_int(),
-            "shared storage keeps integer keys of up to 63 bits (its `record_id` is BIGINT): key the model by `i16`, `i32`, `i64` or `u32` (or a newtype over one), or use `storage = table`"
-        );
+        kinds.len() == 1 && kinds[0].fits_big_int()
     }
 }

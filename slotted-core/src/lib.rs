@@ -113,6 +113,38 @@ macro_rules! __slotted_if_async {
     ($($item:tt)*) => {};
 }
 
+// The derive's expansion of a model keyed by `uuid::Uuid` or `chrono::NaiveDate` (known by
+// the key field's type name) passes through these: the first block with the feature on, the
+// second (stubs and one `compile_error!` at the key field, naming the feature) with it off,
+// which the user's crate cannot tell otherwise.
+#[cfg(feature = "uuid")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __slotted_if_uuid {
+    ({ $($on:tt)* } { $($off:tt)* }) => { $($on)* };
+}
+
+#[cfg(not(feature = "uuid"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __slotted_if_uuid {
+    ({ $($on:tt)* } { $($off:tt)* }) => { $($off)* };
+}
+
+#[cfg(feature = "chrono")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __slotted_if_chrono {
+    ({ $($on:tt)* } { $($off:tt)* }) => { $($on)* };
+}
+
+#[cfg(not(feature = "chrono"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __slotted_if_chrono {
+    ({ $($on:tt)* } { $($off:tt)* }) => { $($off)* };
+}
+
 /// What the derive's expansion reaches: not public API.
 #[doc(hidden)]
 pub mod __private {
@@ -132,6 +164,12 @@ pub mod __private {
     /// Its input with the `async` feature on, nothing without: the derive's async accessors
     /// follow slotted-core's feature, which the user's crate cannot see.
     pub use crate::__slotted_if_async as if_async;
+
+    /// The first of two blocks of items with the `uuid` feature on, the second without.
+    pub use crate::__slotted_if_uuid as if_uuid;
+
+    /// The first of two blocks of items with the `chrono` feature on, the second without.
+    pub use crate::__slotted_if_chrono as if_chrono;
 
     /// The SQL types a counter column (`cache = …`, `adopt = …`) may have: `Integer` or
     /// `BigInt`, not null.
@@ -153,13 +191,50 @@ pub mod __private {
         const BITS: u8 = 64;
     }
 
-    /// The width of column `C`, which fails to compile unless `C` is an `Integer` or `BigInt`
-    /// column.
-    pub const fn cache_column_bits<C: diesel::Column>() -> u8
-    where
-        C::SqlType: CacheColumnType,
-    {
-        <C::SqlType as CacheColumnType>::BITS
+    /// A column of the model's table, as the derive reads it (`cache = …`, `adopt = …` and the
+    /// key columns): a Diesel column, or a column of [`MissingTable`].
+    pub trait ParentColumn {
+        /// Its SQL name.
+        const NAME: &'static str;
+        /// Its SQL type.
+        type SqlType;
+    }
+
+    impl<C: diesel::Column> ParentColumn for C {
+        const NAME: &'static str = C::NAME;
+        type SqlType = C::SqlType;
+    }
+
+    /// The model's table, as the derive looks it up under Diesel's default name (no
+    /// `#[diesel(table_name = …)]`): a Diesel table, or [`MissingTable`] when there is none.
+    pub trait ParentTable {
+        /// Whether it is [`MissingTable`].
+        const MISSING: bool;
+    }
+
+    impl<T: diesel::Table> ParentTable for T {
+        const MISSING: bool = false;
+    }
+
+    /// What the derive finds when no table of the model's default name is in scope: its
+    /// expansion looks the table up in a scope of its own where a module of that name, of
+    /// `MissingTable` and `MissingColumn`s, is found only when the user's is not. The paths then
+    /// resolve, so one check can say what is missing (an `evaluation panicked` naming the table
+    /// and `table_name`) instead of rustc's "cannot find module" at every use.
+    #[derive(Debug, Clone, Copy)]
+    pub struct MissingTable;
+
+    impl ParentTable for MissingTable {
+        const MISSING: bool = true;
+    }
+
+    /// A column of [`MissingTable`]: it passes every check, which the missing table fails.
+    #[derive(Debug, Clone, Copy)]
+    pub struct MissingColumn;
+
+    impl ParentColumn for MissingColumn {
+        const NAME: &'static str = "";
+        type SqlType = diesel::sql_types::BigInt;
     }
 
     mod sealed {

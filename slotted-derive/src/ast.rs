@@ -29,6 +29,9 @@ pub struct Model<'a> {
     pub vis: &'a Visibility,
     /// The Diesel table of the model, as a path (for cache columns).
     pub parent: Path,
+    /// Whether `parent` is Diesel's default name (no `#[diesel(table_name = …)]`), which the
+    /// expansion looks up so that a missing table is one error naming `table_name`.
+    pub parent_by_default: bool,
     /// The primary key's fields: one, or two or three for a composite key
     /// (`#[diesel(primary_key(a, b))]`), in the key's order.
     pub keys: Vec<KeyField<'a>>,
@@ -96,10 +99,23 @@ impl KeyType {
         )
     }
 
-    /// Whether only its name says what it is (`Uuid`, `NaiveDate`, which a type of the user's
-    /// may be called too): the type system checks it keys that SQL type.
-    pub fn known_by_name_only(self) -> bool {
-        matches!(self, KeyType::Uuid | KeyType::Date)
+    /// For a type known by name only (`Uuid`, `NaiveDate`, which a type of the user's may be
+    /// called too): the `KeyKind` it must key, by its variant's name.
+    pub fn kind_by_name(self) -> Option<&'static str> {
+        match self {
+            KeyType::Uuid => Some("Uuid"),
+            KeyType::Date => Some("Date"),
+            _ => None,
+        }
+    }
+
+    /// The slotted-core feature without which a type of this name keys no counter.
+    pub fn feature(self) -> Option<&'static str> {
+        match self {
+            KeyType::Uuid => Some("uuid"),
+            KeyType::Date => Some("chrono"),
+            _ => None,
+        }
     }
 }
 
@@ -239,6 +255,7 @@ impl<'a> Model<'a> {
                     ident: &input.ident,
                     vis: &input.vis,
                     parent,
+                    parent_by_default: diesel.table_name.is_none(),
                     keys,
                     key_ty,
                     counters,
@@ -416,7 +433,7 @@ fn key_field<'a>(
 
 /// What the key's type is known to be by its name, for the errors the derive can give at once;
 /// the type system checks every key, known by name or not (`impl CounterKey`).
-fn key_type(ty: &Type) -> KeyType {
+pub(crate) fn key_type(ty: &Type) -> KeyType {
     let Type::Path(path) = ty else {
         return KeyType::Other;
     };

@@ -10,6 +10,11 @@ use syn::ext::IdentExt;
 use crate::ast::{Bucket, Counter, Fallback, KeyType, Model, Strategy};
 
 pub fn expand(model: &Model<'_>) -> TokenStream {
+    gate_by_key_features(model, declare(model))
+}
+
+/// The model's counters, table check and `SlottedModel` impl.
+fn declare(model: &Model<'_>) -> TokenStream {
     let krate = &model.krate;
     let ident = model.ident;
     let counters = model
@@ -20,13 +25,198 @@ pub fn expand(model: &Model<'_>) -> TokenStream {
         let ty = counter_type(c);
         quote!(<#ty as #krate::CounterTable>::SPEC)
     });
+    let parent_check = parent_check(model);
     quote! {
         #(#counters)*
+        #parent_check
 
         #[automatically_derived]
         impl #krate::SlottedModel for #ident {
             const COUNTERS: &'static [#krate::CounterSpec] = &[#(#specs),*];
         }
+    }
+}
+
+/// `declared` for a model keyed by a type that keys a counter only with a slotted-core
+/// feature (`uuid::Uuid`, `chrono::NaiveDate`, known by the key field's type name): passed to
+/// slotted-core's `if_uuid!` (`if_chrono!`), which keeps it when the feature is on and otherwise
+/// keeps `feature_off`'s stubs and one error at the key field that names the feature. The user's
+/// crate cannot tell which features slotted-core has; without this, `type Key = Uuid` failed
+/// `CounterKey` at the field, with a note pointing into slotted-core, and again at the derive.
+fn gate_by_key_features(model: &Model<'_>, declared: TokenStream) -> TokenStream {
+    let krate = &model.krate;
+    let mut out = declared;
+    let mut gated = Vec::new();
+    for field in &model.keys {
+        let Some(feature) = field.key.feature() else {
+            continue;
+        };
+        if gated.contains(&feature) {
+            continue;
+        }
+        gated.push(feature);
+        let gate = format_ident!("if_{}", feature);
+        let off = feature_off(model, field.ty, feature);
+        out = quote! {
+            #krate::__private::#gate! { { #out } { #off } }
+        };
+    }
+    out
+}
+
+/// What a model declares when its key needs slotted-core's `feature`, which is off: the stubs
+/// of every counter (as for a counter whose attribute has an error, so that code calling them
+/// adds no error) and one `compile_error!` spanned at the key field's type.
+fn feature_off(model: &Model<'_>, ty: &syn::Type, feature: &str) -> TokenStream {
+    let stubs = expand_fallback(&Fallback {
+        ident: model.ident,
+        vis: model.vis,
+        krate: model.krate.clone(),
+        model: None,
+        stubs: model.counters.iter().map(|c| c.name.clone()).collect(),
+    });
+    let error = feature_off_error(ty, feature);
+    quote!(#stubs #error)
+}
+
+/// `compile_error!` at the type (`uuid::Uuid`, `chrono::NaiveDate`) of a key that needs
+/// slotted-core's `feature`, which is off: what to turn on.
+pub(crate) fn feature_off_error(ty: &syn::Type, feature: &str) -> TokenStream {
+    let written = quote!(#ty).to_string().replace(' ', "");
+    let features = match feature {
+        "uuid" => "\"postgres\", \"uuid\"",
+        _ => "\"chrono\"",
+    };
+    let what = match feature {
+        "uuid" => "a `Uuid` key is `uuid::Uuid`, on PostgreSQL",
+        _ => "a `NaiveDate` key is `chrono::NaiveDate`, a `Date` column",
+    };
+    let message = format!(
+        "a `{written}` key needs slotted-core's `{feature}` feature, which is off\n\n\
+         help: turn it on where slotted-core is a dependency: \
+         `slotted-core = {{ …, features = [{features}] }}` ({what})"
+    );
+    let (call, args) = over(ty, quote!(::core::compile_error!), quote!((#message);));
+    quote!(#call #args)
+}
+
+/// `before` and `after` spanned at the first and the last token of `tokens`: what they enclose
+/// spans all of it, so a diagnostic underlines a whole path such as `uuid::Uuid` (one span
+/// would mark its first token only; a span cannot be joined on stable).
+pub(crate) fn over(
+    tokens: &impl quote::ToTokens,
+    before: TokenStream,
+    after: TokenStream,
+) -> (TokenStream, TokenStream) {
+    let trees: Vec<_> = tokens.to_token_stream().into_iter().collect();
+    let first = trees
+        .first()
+        .map_or_else(proc_macro2::Span::call_site, |t| t.span());
+    let last = trees.last().map_or(first, |t| t.span());
+    (respan(&before, first), respan(&after, last))
+}
+
+/// Whether the expansion names the model's table (a `cache` or `adopt` column).
+fn names_parent(model: &Model<'_>) -> bool {
+    model
+        .counters
+        .iter()
+        .any(|c| c.cache.is_some() || c.adopt.is_some())
+}
+
+/// The module the expansion finds under the model's table name when that is Diesel's default
+/// and no such table is in scope (see [`in_parent_scope`]).
+fn missing_table_module(model: &Model<'_>) -> Ident {
+    format_ident!("__slotted_missing_table_of_{}", model.ident.unraw())
+}
+
+/// `expr`, which names the model's table, where that table is found. With `table_name` given,
+/// as it is. With Diesel's default name, the user's table may be missing, and rustc would say
+/// "cannot find module `posts`" at every use, without a word of `table_name`: the name is then
+/// looked up in an inner block that glob-imports the module, inside an outer block that imports
+/// a stand-in of the same name. The inner block's glob finds the user's table when the module
+/// has one (declared or imported, by name or by glob); otherwise the outer stand-in, whose
+/// `MissingTable` fails one check that says what to write (`parent_check`).
+fn in_parent_scope(model: &Model<'_>, expr: TokenStream) -> TokenStream {
+    if !model.parent_by_default {
+        return expr;
+    }
+    let missing = missing_table_module(model);
+    let parent = &model.parent;
+    quote! {{
+        #[allow(unused_imports)]
+        use #missing as #parent;
+        {
+            #[allow(unused_imports)]
+            use self::*;
+            #expr
+        }
+    }}
+}
+
+/// For a model whose table is Diesel's default name and which names it: the stand-in of that
+/// table (`in_parent_scope`) and the check that fails, once, when the stand-in is what the
+/// expansion finds.
+fn parent_check(model: &Model<'_>) -> TokenStream {
+    if !model.parent_by_default || !names_parent(model) {
+        return TokenStream::new();
+    }
+    let krate = &model.krate;
+    let missing = missing_table_module(model);
+    let mut columns: Vec<&Ident> = model.keys.iter().map(|k| &k.column).collect();
+    for counter in &model.counters {
+        columns.extend(counter.cache.iter().chain(&counter.adopt));
+    }
+    let mut seen = Vec::new();
+    columns.retain(|c| {
+        let fresh = !seen.contains(c);
+        seen.push(*c);
+        fresh
+    });
+    let model_name = model.ident.unraw().to_string();
+    let table = model
+        .parent
+        .segments
+        .last()
+        .map(|s| s.ident.unraw().to_string())
+        .unwrap_or_default();
+    let uses = model
+        .counters
+        .iter()
+        .flat_map(|c| {
+            let cache = c.cache.iter().map(|col| format!("`cache = {col}`"));
+            let adopt = c.adopt.iter().map(|col| format!("`adopt = {col}`"));
+            cache.chain(adopt)
+        })
+        .next()
+        .unwrap_or_default();
+    let message = format!(
+        "no table `{table}` is in scope for `{model_name}`, whose {uses} is a column of its table: \
+         `{model_name}` has no `#[diesel(table_name = …)]`, and `{table}` is Diesel's default for it \
+         (the struct's name in snake_case, plus `s`)\n\n\
+         help: name the model's table: `#[diesel(table_name = …)]`, a name or a path such as \
+         `crate::schema::{table}`; or bring its `table!` into scope (a model declared inside a \
+         function names its table even when it is the default)"
+    );
+    let parent = &model.parent;
+    let check = in_parent_scope(
+        model,
+        quote_spanned! {model.ident.span()=>
+            if <#parent::table as #krate::__private::ParentTable>::MISSING {
+                ::core::panic!(#message)
+            }
+        },
+    );
+    quote! {
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, non_snake_case, dead_code, unused_imports)]
+        mod #missing {
+            use super::*;
+            pub type table = #krate::__private::MissingTable;
+            #(pub type #columns = #krate::__private::MissingColumn;)*
+        }
+
+        const _: () = #check;
     }
 }
 
@@ -103,7 +293,6 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     // projection such as `<PostId as CounterKey>::SqlType`). `table!` resolves column types in a
     // module of its own, so a newtype's is an alias beside it, which it imports.
     let mut key_check = TokenStream::new();
-    let composite = model.keys.len() > 1;
     let mut sql_types = Vec::new();
     for (index, field) in model.keys.iter().enumerate() {
         let field_ty = field.ty;
@@ -121,50 +310,57 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 SqlType::Alias(alias)
             }
         });
-        // A type known by name only (`Uuid`, `NaiveDate`): it must be the type that keys that
-        // SQL type.
-        if field.key.known_by_name_only() {
-            let sql_types = quote!(#krate::__private::diesel::sql_types);
-            let sql_type = format_ident!("{}", field.key.sql_type().unwrap_or("Uuid"));
-            // A one-column key through the counter type, so that a key type that keys nothing
-            // is reported once, at `CounterTable::Key`.
-            let check = if composite {
-                let spanned_ty = respan(field_ty, key_span);
-                quote_spanned!(key_span=> column_sql_type::<#spanned_ty, #sql_types::#sql_type>)
-            } else {
-                let spanned_ty = respan(&ty, key_span);
-                quote_spanned!(key_span=> sql_type::<#spanned_ty, #sql_types::#sql_type>)
+        // A type known by name only (`Uuid`, `NaiveDate`), whose column is declared by that
+        // name: it must key that kind of column.
+        if let Some(kind) = field.key.kind_by_name() {
+            let written = quote!(#field_ty).to_string().replace(' ', "");
+            let (real, column) = match kind {
+                "Uuid" => ("uuid::Uuid", "Uuid"),
+                _ => ("chrono::NaiveDate", "Date"),
             };
-            key_check.extend(quote_spanned! {key_span=>
-                const _: () = #krate::__private::key_check::#check();
-            });
+            let kind = format_ident!("{}", kind);
+            key_check.extend(const_check(
+                key_span,
+                quote!(#krate::__private::key_check::keys_kind::<#ty>(#index, #krate::KeyKind::#kind)),
+                &format!(
+                    "`{written}` here is not `{real}`: the counter table declares this key's column \
+                     `{column}`, by the type's name, and `{written}` keys another column type\n\n\
+                     help: key the model by `{real}`, or rename this type"
+                ),
+            ));
         }
     }
     // A key field whose type is not known by name may key several columns (a tuple, a newtype
     // over one): the key must have as many columns as the model's primary key names.
     if let Some(field) = model.keys.iter().find(|k| k.key == KeyType::Other) {
-        let span = syn::spanned::Spanned::span(field.ty);
-        let (krate, ty) = (respan(krate, span), respan(&ty, span));
         let columns = model.keys.len();
-        key_check.extend(quote_spanned! {span=>
-            const _: () = #krate::__private::key_check::columns::<#ty>(#columns);
-        });
+        key_check.extend(const_check(
+            syn::spanned::Spanned::span(field.ty),
+            quote!(#krate::__private::key_check::has_columns::<#ty>(#columns)),
+            "the key field's type keys another number of columns than the model's primary key names\n\n\
+             help: a composite key is a field per column, each named in \
+             `#[diesel(primary_key(a, b))]` and each of a one-column key type",
+        ));
     }
     // What the derive cannot tell by the name of a key type, the type system checks, spanned at
     // the attribute's value.
     if model.keys.iter().any(|k| k.key == KeyType::Other) {
-        // Every token at the value: rustc spans a failed evaluation by the whole call.
         if let Some(span) = counter.max_key_length_at {
-            let (krate, ty) = (respan(krate, span), respan(&ty, span));
-            key_check.extend(quote_spanned! {span=>
-                const _: () = #krate::__private::key_check::max_key_length::<#ty>();
-            });
+            key_check.extend(const_check(
+                span,
+                quote!(#krate::__private::key_check::has_text_column::<#ty>()),
+                "`max_key_length` applies only to text keys (`String`, or a newtype over one)\n\n\
+                 help: remove it",
+            ));
         }
         if let Some(span) = counter.shared_at {
-            let (krate, ty) = (respan(krate, span), respan(&ty, span));
-            key_check.extend(quote_spanned! {span=>
-                const _: () = #krate::__private::key_check::shared::<#ty>();
-            });
+            key_check.extend(const_check(
+                span,
+                quote!(#krate::__private::key_check::fits_shared::<#ty>()),
+                "shared storage keeps integer keys of up to 63 bits (its `record_id` is BIGINT)\n\n\
+                 help: key the model by `i16`, `i32`, `i64` or `u32` (or a newtype over one), \
+                 or use `storage = table`",
+            ));
         }
     }
     let of = format_ident!("{}_of", name);
@@ -202,24 +398,37 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     };
     let prefill = counter.prefill;
     let parent = &model.parent;
-    // A counter column of the model's table (`cache`, `adopt`): its names, checked by Diesel's
-    // `Column`, and its width, checked to be `Integer` or `BigInt`.
+    // A counter column of the model's table (`cache`, `adopt`): its names, read through
+    // `ParentColumn` (a Diesel `Column`, or a column of a missing table: `in_parent_scope`),
+    // and its width, checked to be `Integer` or `BigInt` at the attribute's value (a projection,
+    // whose error points there only).
     let column_spec = |column: &Option<Ident>| match column {
         None => quote!(::core::option::Option::None),
         Some(column) => {
-            let column_trait = quote!(#krate::__private::diesel::Column);
+            let column_trait = quote!(#krate::__private::ParentColumn);
             let key_columns = model.keys.iter().map(|k| {
                 let key_column = &k.column;
                 quote!(<#parent::#key_column as #column_trait>::NAME)
             });
-            // The column's type is checked at the attribute's value.
-            let column_path = respan(&quote!(#parent::#column), column.span());
-            quote!(::core::option::Option::Some(#krate::CacheSpec {
-                table: #parent_table,
-                key_columns: &[#(#key_columns),*],
-                column: <#parent::#column as #column_trait>::NAME,
-                bits: #krate::__private::cache_column_bits::<#column_path>(),
-            }))
+            // The column's tokens spanned at the attribute's value, the table's left where
+            // they are: a table that does not resolve is one error, at `table_name`.
+            let at_column = |tokens: TokenStream| respan(&tokens, column.span());
+            let (open, close) = (
+                at_column(quote!(<<)),
+                at_column(quote! {
+                    ::#column as #column_trait>::SqlType as #krate::__private::CacheColumnType>::BITS
+                }),
+            );
+            let bits = quote!(#open #parent #close);
+            in_parent_scope(
+                model,
+                quote!(::core::option::Option::Some(#krate::CacheSpec {
+                    table: #parent_table,
+                    key_columns: &[#(#key_columns),*],
+                    column: <#parent::#column as #column_trait>::NAME,
+                    bits: #bits,
+                })),
+            )
         }
     };
     let (cache, adopt) = (column_spec(&counter.cache), column_spec(&counter.adopt));
@@ -422,6 +631,16 @@ fn declare_table(model: &Model<'_>, counter: &Counter, sql_types: &[SqlType]) ->
             }
         }
     }
+}
+
+/// `const _: () = if !check { panic!(message) };`, every token at `span`: a failed check is one
+/// error, the message, at the user's attribute or field (a panic inside slotted-core would add a
+/// note pointing there).
+fn const_check(span: proc_macro2::Span, check: TokenStream, message: &str) -> TokenStream {
+    respan(
+        &quote!(const _: () = if !#check { ::core::panic!(#message) };),
+        span,
+    )
 }
 
 /// `tokens`, every one of them spanned at `span`: a diagnostic on the whole expression points

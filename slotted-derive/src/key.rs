@@ -1,8 +1,7 @@
 //! `#[derive(SlottedKey)]`: a newtype over a key type keys a counter as its inner key.
 
 use proc_macro2::TokenStream;
-use quote::quote;
-use syn::spanned::Spanned;
+use quote::{format_ident, quote};
 use syn::{Data, DeriveInput, Fields, Path};
 
 use crate::errors::Errors;
@@ -70,15 +69,20 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
         None => (quote!(&self.0), quote!(#ident)),
     };
     let key = quote!(#krate::CounterKey);
-    // Every token spanned at the field's type: a field that keys nothing is the error, said
-    // there (rustc spans a failed path by all of its tokens).
-    let at_field = |tokens: TokenStream| crate::expand::respan(&tokens, inner.span());
-    let inner_key = at_field(quote!(<#inner as #key>));
-    let inner_sql = at_field(quote!(<#inner as #key>::SqlType));
-    let inner_kinds = at_field(quote!(<#inner as #key>::KINDS));
-    quote! {
+    // `<Inner as CounterKey>::…` spanned over the field's type: a field that keys nothing is
+    // the error, said there (rustc spans a failed path by all of its tokens).
+    let inner_key = |item: TokenStream| {
+        let (open, close) = crate::expand::over(inner, quote!(<), quote!(as #key>::#item));
+        quote!(#open #inner #close)
+    };
+    let (inner_sql, inner_kinds) = (inner_key(quote!(SqlType)), inner_key(quote!(KINDS)));
+    let (key_value, from_raw) = (inner_key(quote!(key_value)), inner_key(quote!(from_raw)));
+    let sealed = quote! {
         #[automatically_derived]
         impl #krate::__private::SealedKey for #ident {}
+    };
+    let declared = quote! {
+        #sealed
 
         #[automatically_derived]
         impl #key for #ident {
@@ -86,11 +90,42 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
             const KINDS: &'static [#krate::KeyKind] = #inner_kinds;
             #[inline]
             fn key_value(&self) -> #krate::__private::KeyValue<'_> {
-                #inner_key::key_value(#read)
+                #key_value(#read)
             }
             #[inline]
             fn from_raw(raw: #krate::__private::RawKey) -> ::core::option::Option<Self> {
-                ::core::option::Option::map(#inner_key::from_raw(raw), #build)
+                ::core::option::Option::map(#from_raw(raw), #build)
+            }
+        }
+    };
+    // A field of a type that keys a counter only with a slotted-core feature (`uuid::Uuid`,
+    // `chrono::NaiveDate`, by name): with the feature off, one error at the field that names
+    // it, and a stand-in key, so that the model keyed by this newtype adds no error.
+    let Some(feature) = crate::ast::key_type(inner).feature() else {
+        return declared;
+    };
+    let gate = format_ident!("if_{}", feature);
+    let error = crate::expand::feature_off_error(inner, feature);
+    let stand_in = quote!(<i32 as #key>);
+    quote! {
+        #krate::__private::#gate! {
+            { #declared }
+            {
+                #sealed
+
+                #[automatically_derived]
+                impl #key for #ident {
+                    type SqlType = #stand_in::SqlType;
+                    const KINDS: &'static [#krate::KeyKind] = #stand_in::KINDS;
+                    fn key_value(&self) -> #krate::__private::KeyValue<'_> {
+                        #stand_in::key_value(&0)
+                    }
+                    fn from_raw(_: #krate::__private::RawKey) -> ::core::option::Option<Self> {
+                        ::core::option::Option::None
+                    }
+                }
+
+                #error
             }
         }
     }

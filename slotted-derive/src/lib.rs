@@ -175,7 +175,10 @@ use proc_macro::TokenStream;
 ///
 /// * `#[diesel(table_name = posts)]` (or a path, `crate::schema::posts`): the model's table,
 ///   which starts the counter tables' names. Default: the struct's name in snake_case plus `s`
-///   (`BlogPost` → `blog_posts`).
+///   (`BlogPost` → `blog_posts`). With `cache` or `adopt`, its `table!` must be in scope: a
+///   default-named one that is not is one error naming the table looked for. A model declared
+///   inside a function whose table is declared or imported in that function names it, even by
+///   its default name.
 /// * `#[diesel(primary_key(url))]`: the field that keys the counters. Default: `id`. One field of
 ///   type `i16`, `i32`, `i64`, `u32`/`u64` (MySQL's `UNSIGNED`), `String`, `uuid::Uuid`
 ///   (PostgreSQL, slotted-core's `uuid` feature), `chrono::NaiveDate` (its `chrono` feature) or

@@ -1,5 +1,5 @@
-// A key type named `Uuid` that is not `uuid::Uuid`: the derive declares a `Uuid` column for
-// it by name, and the check says what the type would have to be.
+// A key type named `Uuid` that is not `uuid::Uuid` and keys nothing: one error, at the field,
+// with the types that key a counter (not a second one at the derive).
 use slotted_core::SlottedCounter;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

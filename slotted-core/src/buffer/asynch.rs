@@ -23,6 +23,46 @@ use crate::AsyncCounterConnection;
 /// and deadpool pools (slotted-core's `bb8` and `deadpool` features), or implement it for your
 /// own.
 #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+#[cfg_attr(
+    all(feature = "bb8", feature = "deadpool"),
+    diagnostic::on_unimplemented(
+        message = "`{Self}` is not a pool slotted can take async connections from"
+    )
+)]
+#[cfg_attr(
+    all(not(feature = "bb8"), feature = "deadpool"),
+    diagnostic::on_unimplemented(
+        message = "`{Self}` is not a pool slotted can take async connections from: bb8's pools need slotted-core's `bb8` feature"
+    )
+)]
+#[cfg_attr(
+    all(feature = "bb8", not(feature = "deadpool")),
+    diagnostic::on_unimplemented(
+        message = "`{Self}` is not a pool slotted can take async connections from: deadpool's pools need slotted-core's `deadpool` feature"
+    )
+)]
+#[cfg_attr(
+    not(any(feature = "bb8", feature = "deadpool")),
+    diagnostic::on_unimplemented(
+        message = "`{Self}` is not a pool slotted can take async connections from: bb8's and deadpool's pools need slotted-core's `bb8` or `deadpool` feature"
+    )
+)]
+#[cfg_attr(
+    not(feature = "bb8"),
+    diagnostic::on_unimplemented(
+        note = "for diesel-async's bb8 pool, turn on slotted-core's `bb8` feature: `slotted-core = {{ …, features = [\"async\", \"bb8\"] }}`"
+    )
+)]
+#[cfg_attr(
+    not(feature = "deadpool"),
+    diagnostic::on_unimplemented(
+        note = "for diesel-async's deadpool pool, turn on slotted-core's `deadpool` feature: `slotted-core = {{ …, features = [\"async\", \"deadpool\"] }}`"
+    )
+)]
+#[diagnostic::on_unimplemented(
+    label = "not an `AsyncConnectionPool`",
+    note = "slotted takes diesel-async's bb8 and deadpool pools of an `AsyncCounterConnection` (each with its feature), or a pool of your own that implements `slotted_core::buffer::AsyncConnectionPool`"
+)]
 pub trait AsyncConnectionPool: Send + Sync + 'static {
     /// The connection type.
     type Connection: AsyncCounterConnection;

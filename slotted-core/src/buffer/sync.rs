@@ -20,6 +20,22 @@ use crate::CounterConnection;
 
 /// Where a [`CounterBuffer`] gets its connections: implemented for r2d2's
 /// `Pool<ConnectionManager<C>>` (slotted-core's `r2d2` feature), or implement it for your own.
+#[cfg_attr(
+    feature = "r2d2",
+    diagnostic::on_unimplemented(
+        message = "`{Self}` is not a pool slotted can take connections from",
+        label = "not a `ConnectionPool`",
+        note = "slotted takes r2d2's `Pool<ConnectionManager<C>>` of a `CounterConnection` `C`, or a pool of your own that implements `slotted_core::buffer::ConnectionPool`"
+    )
+)]
+#[cfg_attr(
+    not(feature = "r2d2"),
+    diagnostic::on_unimplemented(
+        message = "`{Self}` is not a pool slotted can take connections from: r2d2's pools need slotted-core's `r2d2` feature",
+        label = "not a `ConnectionPool`",
+        note = "turn it on: `slotted-core = {{ …, features = [\"r2d2\"] }}`; r2d2's `Pool<ConnectionManager<C>>` is then one, or implement `slotted_core::buffer::ConnectionPool` for a pool of your own"
+    )
+)]
 pub trait ConnectionPool: Send + Sync + 'static {
     /// The connection type.
     type Connection: CounterConnection;

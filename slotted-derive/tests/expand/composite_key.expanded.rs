@@ -11,9 +11,13 @@
 #[doc(hidden)]
 #[allow(non_camel_case_types, dead_code)]
 type __slotted_record_id_2_of_post_votes_score_slots = ::slotted_core::KeyOf<PostId>;
-const _: () = ::slotted_core::__private::key_check::columns::<
+const _: () = if !::slotted_core::__private::key_check::has_columns::<
     post_votes_score_slots::table,
->(2usize);
+>(2usize) {
+    ::core::panic!(
+        "the key field's type keys another number of columns than the model's primary key names\n\nhelp: a composite key is a field per column, each named in `#[diesel(primary_key(a, b))]` and each of a one-column key type"
+    )
+};
 #[automatically_derived]
 impl ::slotted_core::CounterTable for post_votes_score_slots::table {
     type Key = (i32, PostId);
@@ -31,13 +35,11 @@ impl ::slotted_core::CounterTable for post_votes_score_slots::table {
         cache: ::core::option::Option::Some(::slotted_core::CacheSpec {
             table: "post_votes",
             key_columns: &[
-                <post_votes::person_id as ::slotted_core::__private::diesel::Column>::NAME,
-                <post_votes::post_id as ::slotted_core::__private::diesel::Column>::NAME,
+                <post_votes::person_id as ::slotted_core::__private::ParentColumn>::NAME,
+                <post_votes::post_id as ::slotted_core::__private::ParentColumn>::NAME,
             ],
-            column: <post_votes::score_count as ::slotted_core::__private::diesel::Column>::NAME,
-            bits: ::slotted_core::__private::cache_column_bits::<
-                post_votes::score_count,
-            >(),
+            column: <post_votes::score_count as ::slotted_core::__private::ParentColumn>::NAME,
+            bits: <<post_votes::score_count as ::slotted_core::__private::ParentColumn>::SqlType as ::slotted_core::__private::CacheColumnType>::BITS,
         }),
         adopt: ::core::option::Option::None,
     };

@@ -19,22 +19,38 @@ impl slotted::CounterTable for videos_likes_slots::table {
         storage: slotted::Storage::Table,
         bucket: ::core::option::Option::None,
         prefill: false,
-        cache: ::core::option::Option::Some(slotted::CacheSpec {
-            table: "videos",
-            key_columns: &[
-                <videos::video_id as slotted::__private::diesel::Column>::NAME,
-            ],
-            column: <videos::likes_count as slotted::__private::diesel::Column>::NAME,
-            bits: slotted::__private::cache_column_bits::<videos::likes_count>(),
-        }),
-        adopt: ::core::option::Option::Some(slotted::CacheSpec {
-            table: "videos",
-            key_columns: &[
-                <videos::video_id as slotted::__private::diesel::Column>::NAME,
-            ],
-            column: <videos::likes_count as slotted::__private::diesel::Column>::NAME,
-            bits: slotted::__private::cache_column_bits::<videos::likes_count>(),
-        }),
+        cache: {
+            #[allow(unused_imports)]
+            use __slotted_missing_table_of_Video as videos;
+            {
+                #[allow(unused_imports)]
+                use self::*;
+                ::core::option::Option::Some(slotted::CacheSpec {
+                    table: "videos",
+                    key_columns: &[
+                        <videos::video_id as slotted::__private::ParentColumn>::NAME,
+                    ],
+                    column: <videos::likes_count as slotted::__private::ParentColumn>::NAME,
+                    bits: <<videos::likes_count as slotted::__private::ParentColumn>::SqlType as slotted::__private::CacheColumnType>::BITS,
+                })
+            }
+        },
+        adopt: {
+            #[allow(unused_imports)]
+            use __slotted_missing_table_of_Video as videos;
+            {
+                #[allow(unused_imports)]
+                use self::*;
+                ::core::option::Option::Some(slotted::CacheSpec {
+                    table: "videos",
+                    key_columns: &[
+                        <videos::video_id as slotted::__private::ParentColumn>::NAME,
+                    ],
+                    column: <videos::likes_count as slotted::__private::ParentColumn>::NAME,
+                    bits: <<videos::likes_count as slotted::__private::ParentColumn>::SqlType as slotted::__private::CacheColumnType>::BITS,
+                })
+            }
+        },
     };
 }
 #[automatically_derived]
@@ -252,6 +268,27 @@ impl Video {
         ::totals_async(keys, conn) }
     }
 }
+#[doc(hidden)]
+#[allow(non_camel_case_types, non_snake_case, dead_code, unused_imports)]
+mod __slotted_missing_table_of_Video {
+    use super::*;
+    pub type table = slotted::__private::MissingTable;
+    pub type video_id = slotted::__private::MissingColumn;
+    pub type likes_count = slotted::__private::MissingColumn;
+}
+const _: () = {
+    #[allow(unused_imports)]
+    use __slotted_missing_table_of_Video as videos;
+    {
+        #[allow(unused_imports)]
+        use self::*;
+        if <videos::table as slotted::__private::ParentTable>::MISSING {
+            ::core::panic!(
+                "no table `videos` is in scope for `Video`, whose `cache = likes_count` is a column of its table: `Video` has no `#[diesel(table_name = …)]`, and `videos` is Diesel's default for it (the struct's name in snake_case, plus `s`)\n\nhelp: name the model's table: `#[diesel(table_name = …)]`, a name or a path such as `crate::schema::videos`; or bring its `table!` into scope (a model declared inside a function names its table even when it is the default)"
+            )
+        }
+    }
+};
 #[automatically_derived]
 impl slotted::SlottedModel for Video {
     const COUNTERS: &'static [slotted::CounterSpec] = &[

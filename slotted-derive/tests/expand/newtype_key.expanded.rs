@@ -9,9 +9,13 @@
 #[doc(hidden)]
 #[allow(non_camel_case_types, dead_code)]
 type __slotted_record_id_of_posts_likes_slots = ::slotted_core::KeyOf<Ulid>;
-const _: () = ::slotted_core::__private::key_check::columns::<
+const _: () = if !::slotted_core::__private::key_check::has_columns::<
     posts_likes_slots::table,
->(1usize);
+>(1usize) {
+    ::core::panic!(
+        "the key field's type keys another number of columns than the model's primary key names\n\nhelp: a composite key is a field per column, each named in `#[diesel(primary_key(a, b))]` and each of a one-column key type"
+    )
+};
 #[automatically_derived]
 impl ::slotted_core::CounterTable for posts_likes_slots::table {
     type Key = Ulid;

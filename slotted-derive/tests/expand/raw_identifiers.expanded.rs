@@ -22,12 +22,10 @@ impl ::slotted_core::CounterTable for match_goals_slots::table {
         cache: ::core::option::Option::Some(::slotted_core::CacheSpec {
             table: "match",
             key_columns: &[
-                <crate::schema::r#match::r#type as ::slotted_core::__private::diesel::Column>::NAME,
+                <crate::schema::r#match::r#type as ::slotted_core::__private::ParentColumn>::NAME,
             ],
-            column: <crate::schema::r#match::goals_count as ::slotted_core::__private::diesel::Column>::NAME,
-            bits: ::slotted_core::__private::cache_column_bits::<
-                crate::schema::r#match::goals_count,
-            >(),
+            column: <crate::schema::r#match::goals_count as ::slotted_core::__private::ParentColumn>::NAME,
+            bits: <<crate::schema::r#match::goals_count as ::slotted_core::__private::ParentColumn>::SqlType as ::slotted_core::__private::CacheColumnType>::BITS,
         }),
         adopt: ::core::option::Option::None,
     };

@@ -138,6 +138,21 @@ mod private {
     pub(crate) fn banner(id: i64) -> Banner {
         Banner { id }
     }
+
+    ::diesel::table! {
+        badges (id) {
+            id -> BigInt,
+            clicks_count -> BigInt,
+        }
+    }
+
+    // No `table_name`: the derive looks `badges`, Diesel's default, up itself (a missing one is
+    // one error naming `table_name`), which must not warn either.
+    #[derive(SlottedCounter)]
+    #[slotted(crate = slotted, counter = clicks, slots = 2, cache = clicks_count)]
+    pub(crate) struct Badge {
+        pub(crate) id: i64,
+    }
 }
 
 /// Counts a click on a banner, whose model is private.
@@ -188,6 +203,13 @@ mod tests {
         Page::hits_of(url).decrement(&mut conn).unwrap();
         Post::likes_of(1_i16).add(0, &mut conn).unwrap();
         count_banner_click(7, &mut conn).unwrap();
+        let badge = <private::badges_clicks_slots::table as slotted::CounterTable>::SPEC;
+        assert_eq!(
+            badge
+                .cache
+                .map(|c| (c.table, c.key_columns, c.column, c.bits)),
+            Some(("badges", &["id"][..], "clicks_count", 64))
+        );
         assert_eq!(post.likes().refresh_cache(&mut conn).unwrap().updated, 1);
         posts_likes_slots::table.compact_all(10, &mut conn).unwrap();
 
