@@ -45,6 +45,7 @@ mod dialect;
 mod error;
 mod exec;
 pub mod failover;
+pub mod follow;
 mod handle;
 mod key;
 pub mod maintenance;
@@ -148,6 +149,7 @@ macro_rules! __slotted_if_chrono {
 /// What the derive's expansion reaches: not public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::follow::__check as follow_check;
     pub use crate::key::check as key_check;
     pub use crate::key::sealed::Sealed as SealedKey;
 
@@ -284,6 +286,7 @@ pub mod __private {
             prefill: false,
             cache: None,
             adopt: None,
+            follow: None,
         };
     }
     impl crate::BucketedCounterTable for InvalidCounter {}

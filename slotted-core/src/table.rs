@@ -56,6 +56,9 @@ pub struct CounterSpec {
     /// (`adopt = likes_count`): until [`absorb`](crate::CounterMaintenance::absorb_all) moves
     /// it into the slots, a record's total is that column plus its slots.
     pub adopt: Option<CacheSpec>,
+    /// The child table whose rows the counter counts (`follow = comments(post_id)`): its
+    /// migration creates triggers there that keep the count.
+    pub follow: Option<crate::follow::FollowSpec>,
 }
 
 /// Where a counter's slot rows live.
@@ -216,6 +219,7 @@ pub(crate) const TEST_SPEC: CounterSpec = CounterSpec {
     prefill: false,
     cache: None,
     adopt: None,
+    follow: None,
 };
 
 #[cfg(test)]

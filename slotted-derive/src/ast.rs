@@ -138,6 +138,8 @@ pub struct Counter {
     /// `storage = shared`: rows in `slotted_counters`; `table` is then a module name for the
     /// counter's marker type.
     pub shared: bool,
+    /// `follow = comments(post_id)`: the child table whose rows the counter counts.
+    pub follow: Option<crate::follow::Follow>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -590,6 +592,10 @@ fn counter(
             format_args!("remove `prefill`, or `bucket = {b}`"),
         );
     }
+    // Reported when wrong; the counter is then declared as following nothing.
+    let follow = crate::follow::checked(attr, key.map(<[KeyType]>::len), errors)
+        .ok()
+        .flatten();
     let name = name.ok_or(None)?;
     let table = match &attr.table {
         Some(table) => checked_table(table, errors).ok_or_else(|| Some(name.clone()))?,
@@ -638,6 +644,7 @@ fn counter(
         cache: attr.cache.clone(),
         adopt: attr.adopt.clone(),
         shared: shared.unwrap_or(false),
+        follow,
     })
 }
 

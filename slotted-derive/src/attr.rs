@@ -4,6 +4,7 @@ use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::meta::ParseNestedMeta;
 use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
 use syn::{Attribute, Ident, LitInt, Meta, Path, Token};
 
 use crate::errors::Errors;
@@ -20,7 +21,11 @@ const CACHE: &str = "cache";
 const ADOPT: &str = "adopt";
 const STORAGE: &str = "storage";
 const CRATE: &str = "crate";
-const KEYS: [&str; 11] = [
+const FOLLOW: &str = "follow";
+const SUM: &str = "sum";
+const FILTER: &str = "filter";
+const NOT: &str = "not";
+const KEYS: [&str; 14] = [
     COUNTER,
     SLOTS,
     TABLE,
@@ -32,10 +37,31 @@ const KEYS: [&str; 11] = [
     ADOPT,
     STORAGE,
     CRATE,
+    FOLLOW,
+    SUM,
+    FILTER,
 ];
 
 pub const COUNTER_FORM: &str =
     "the correct format looks like `#[slotted(counter = likes, slots = 16)]`";
+
+pub const FOLLOW_FORM: &str = "the correct format looks like `#[slotted(counter = comments, slots = 16, follow = comments(post_id))]`: the child table, and its column that holds this model's key";
+
+pub const FILTER_FORM: &str = "the correct format looks like `filter(local, not(deleted))`: boolean columns of the child table, each true, or not true inside `not(…)`";
+
+/// `follow = comments(post_id)`, as written.
+pub struct FollowAttr {
+    /// The child table.
+    pub table: Ident,
+    /// Its columns that hold the parent's key.
+    pub key_columns: Vec<Ident>,
+}
+
+/// One condition of `filter(…)`: `local` (true) or `not(deleted)` (not true).
+pub struct FilterAttr {
+    pub column: Ident,
+    pub value: bool,
+}
 
 /// One `#[slotted(…)]` attribute that declares a counter, as written.
 pub struct CounterAttr<'a> {
@@ -50,6 +76,12 @@ pub struct CounterAttr<'a> {
     pub cache: Option<Ident>,
     pub adopt: Option<Ident>,
     pub storage: Option<Ident>,
+    /// `follow = comments(post_id)`: the counter follows a child table.
+    pub follow: Option<FollowAttr>,
+    /// `sum = score`: the child's integer column a row adds.
+    pub sum: Option<Ident>,
+    /// `filter(local, not(deleted))`: the child's boolean columns a row must hold to count.
+    pub filter: Option<Vec<FilterAttr>>,
     /// A key or value was wrong and reported: do not also report missing keys.
     pub invalid: bool,
     /// The attribute's syntax is broken (`counter: likes`) and was reported: only `counter`, if
@@ -81,6 +113,9 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
             cache: None,
             adopt: None,
             storage: None,
+            follow: None,
+            sum: None,
+            filter: None,
             invalid: false,
             broken: false,
         };
@@ -157,6 +192,24 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
                     let value = parse_ident(&meta, STORAGE, "storage = shared")?;
                     set_once(errors, &meta, &mut counter.invalid, &mut counter.storage, value)
                 }
+                // Parse #[slotted(follow = comments(post_id))]
+                FOLLOW => {
+                    declares_counter = true;
+                    let value = parse_follow(&meta)?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.follow, value)
+                }
+                // Parse #[slotted(sum = score)]
+                SUM => {
+                    declares_counter = true;
+                    let value = parse_ident(&meta, SUM, "counter = score, slots = 16, follow = post_votes(post_id), sum = score")?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.sum, value)
+                }
+                // Parse #[slotted(filter(local, not(deleted)))]
+                FILTER => {
+                    declares_counter = true;
+                    let value = parse_filter(&meta)?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.filter, value)
+                }
                 // Parse #[slotted(crate = my_slotted)]
                 CRATE => {
                     let path: Path = meta.value()?.call(Path::parse_mod_style).map_err(|e| {
@@ -179,7 +232,7 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
                     errors.at(
                         &meta.path,
                         format_args!("unknown key `{key}` in #[slotted]"),
-                        format_args!("{suggestion}#[slotted] takes `counter`, `slots`, `table`, `max_key_length`, `strategy`, `bucket`, `prefill`, `cache`, `adopt`, `storage` and `crate`"),
+                        format_args!("{suggestion}#[slotted] takes `counter`, `slots`, `table`, `max_key_length`, `strategy`, `bucket`, `prefill`, `cache`, `adopt`, `storage`, `follow`, `sum`, `filter` and `crate`"),
                     );
                     counter.invalid = true;
                     skip_value(&meta)
@@ -287,6 +340,98 @@ fn parse_ident(
         found,
         format!("expected an identifier for `{key}`\n\nhelp: the correct format looks like `#[slotted({example})]`"),
     )))
+}
+
+/// `follow = comments(post_id[, …])`, as [`parse_ident`]: the outer error ends the attribute.
+fn parse_follow(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Result<FollowAttr>> {
+    let with_help =
+        |e: syn::Error| syn::Error::new(e.span(), format!("{e}\n\nhelp: {FOLLOW_FORM}"));
+    let input = meta.value().map_err(with_help)?;
+    if !input.peek(Ident::peek_any) {
+        let found: syn::Expr = input.parse().map_err(with_help)?;
+        return Ok(Err(syn::Error::new_spanned(
+            found,
+            format!(
+                "expected the child table and its key column for `follow`\n\nhelp: {FOLLOW_FORM}"
+            ),
+        )));
+    }
+    let table = input.call(Ident::parse_any)?;
+    if !input.peek(syn::token::Paren) {
+        return Ok(Err(syn::Error::new(
+            table.span(),
+            format!("`follow` names the child table's column that holds this model's key, in parentheses\n\nhelp: {FOLLOW_FORM}"),
+        )));
+    }
+    let content;
+    syn::parenthesized!(content in input);
+    let columns = Punctuated::<Ident, Token![,]>::parse_terminated_with(&content, Ident::parse_any)
+        .map_err(with_help)?;
+    if columns.is_empty() {
+        return Ok(Err(syn::Error::new(
+            table.span(),
+            format!("`follow = {table}()` names no key column\n\nhelp: {FOLLOW_FORM}"),
+        )));
+    }
+    Ok(Ok(FollowAttr {
+        table,
+        key_columns: columns.into_iter().collect(),
+    }))
+}
+
+/// `filter(local, not(deleted))`, as [`parse_ident`].
+fn parse_filter(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Result<Vec<FilterAttr>>> {
+    let with_help =
+        |e: syn::Error| syn::Error::new(e.span(), format!("{e}\n\nhelp: {FILTER_FORM}"));
+    if !meta.input.peek(syn::token::Paren) {
+        return Ok(Err(syn::Error::new(
+            meta.path.span(),
+            format!("`filter` takes its columns in parentheses\n\nhelp: {FILTER_FORM}"),
+        )));
+    }
+    let mut conditions = Vec::new();
+    let mut wrong = None;
+    meta.parse_nested_meta(|inner| {
+        let Some(name) = inner.path.get_ident().cloned() else {
+            wrong.get_or_insert(syn::Error::new(inner.path.span(), format!("expected a column of the child table\n\nhelp: {FILTER_FORM}")));
+            return skip_value(&inner);
+        };
+        if name == NOT && inner.input.peek(syn::token::Paren) {
+            return inner.parse_nested_meta(|column| {
+                match column.path.get_ident() {
+                    Some(column) => conditions.push(FilterAttr {
+                        column: column.clone(),
+                        value: false,
+                    }),
+                    None => {
+                        wrong.get_or_insert(syn::Error::new(column.path.span(), format!("expected a column of the child table\n\nhelp: {FILTER_FORM}")));
+                    }
+                }
+                skip_value(&column)
+            });
+        }
+        if !inner.input.is_empty() && !inner.input.peek(Token![,]) {
+            wrong.get_or_insert(syn::Error::new(
+                name.span(),
+                format!("a filter column takes no value: write `{name}` for rows where it is true, `not({name})` for rows where it is not\n\nhelp: {FILTER_FORM}"),
+            ));
+            return skip_value(&inner);
+        }
+        conditions.push(FilterAttr {
+            column: name,
+            value: true,
+        });
+        Ok(())
+    })
+    .map_err(with_help)?;
+    Ok(match wrong {
+        Some(e) => Err(e),
+        None if conditions.is_empty() => Err(syn::Error::new(
+            meta.path.span(),
+            format!("`filter()` names no column\n\nhelp: {FILTER_FORM}"),
+        )),
+        None => Ok(conditions),
+    })
 }
 
 /// `key = 16`, as [`parse_ident`].

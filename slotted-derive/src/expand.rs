@@ -432,6 +432,21 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
         }
     };
     let (cache, adopt) = (column_spec(&counter.cache), column_spec(&counter.adopt));
+    let follow = {
+        let parent_keys: Vec<TokenStream> = model
+            .keys
+            .iter()
+            .map(|k| {
+                let key_column = &k.column;
+                quote!(#parent::#key_column)
+            })
+            .collect();
+        let spec = crate::follow::spec(counter.follow.as_ref(), &parent_keys, krate);
+        match counter.follow {
+            Some(_) => in_parent_scope(model, spec),
+            None => spec,
+        }
+    };
     let cache_impl = counter.cache.as_ref().map(|_| {
         quote! {
             #[automatically_derived]
@@ -493,6 +508,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 prefill: #prefill,
                 cache: #cache,
                 adopt: #adopt,
+                follow: #follow,
             };
         }
 

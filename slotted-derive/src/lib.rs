@@ -9,6 +9,7 @@ mod ast;
 mod attr;
 mod errors;
 mod expand;
+mod follow;
 mod key;
 #[cfg(test)]
 mod no_panic;

@@ -13,6 +13,7 @@ use slotted_core::{CounterConnection, SlottedCounter};
 pub mod adoption;
 #[cfg(feature = "async")]
 pub mod asynch;
+pub mod forum;
 pub mod keys;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod spread;
@@ -438,6 +439,15 @@ macro_rules! slot_rows {
                 .map(|r| r.name)
         }
 
+        fn query_pairs(&mut self, sql: &str) -> Vec<(i64, i64)> {
+            diesel::sql_query(sql)
+                .load::<Pair>(self)
+                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                .into_iter()
+                .map(|p| (p.k, p.n))
+                .collect()
+        }
+
         fn slot_rows(&mut self, table: &str, key: i64) -> Vec<SlotRow> {
             // Test constants and an integer: nothing to bind.
             diesel::sql_query(format!(
@@ -447,6 +457,15 @@ macro_rules! slot_rows {
             .expect("read the slot rows")
         }
     };
+}
+
+/// A row of `TestConnection::query_pairs`.
+#[derive(QueryableByName)]
+struct Pair {
+    #[diesel(sql_type = BigInt)]
+    k: i64,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
 }
 
 #[derive(QueryableByName)]
@@ -514,6 +533,9 @@ pub trait TestConnection:
 
     /// The one text column `name` of the one row `sql` returns (a failure's description).
     fn query_text(&mut self, sql: &str) -> QueryResult<String>;
+
+    /// The rows of `sql`, two BIGINT columns `k` and `n` each (a key and its count).
+    fn query_pairs(&mut self, sql: &str) -> Vec<(i64, i64)>;
 
     /// The slot rows of an integer-keyed record.
     fn slot_rows(&mut self, table: &str, key: i64) -> Vec<SlotRow>;

@@ -246,7 +246,7 @@ impl CounterMigrations {
     }
 
     pub(super) fn patterns(&self) -> Vec<String> {
-        self.tables().iter().map(Table::pattern).collect()
+        self.tables().iter().filter_map(Table::pattern).collect()
     }
 }
 
@@ -263,7 +263,7 @@ fn is_ci(value: Option<&std::ffi::OsStr>) -> bool {
 fn describe(tables: &[Table], patterns: &[String]) -> Vec<String> {
     tables
         .iter()
-        .filter(|table| patterns.contains(&table.pattern()))
+        .filter(|table| table.pattern().is_some_and(|p| patterns.contains(&p)))
         .map(Table::describe)
         .collect()
 }

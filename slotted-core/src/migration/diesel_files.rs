@@ -144,7 +144,7 @@ impl Plan {
         let folders = plan_folders(&tables, &migrations_dir, dialect);
         let descriptions = tables
             .iter()
-            .map(|table| (table.pattern(), table.describe()))
+            .filter_map(|table| Some((table.pattern()?, table.describe())))
             .collect();
         Ok(Plan {
             migrations_dir,

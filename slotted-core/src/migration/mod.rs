@@ -12,6 +12,7 @@ use diesel::migration::{
 };
 
 use crate::dialect::{CounterBackend, Dialect};
+use crate::follow::FollowSpec;
 use crate::key::KeyKind;
 use crate::sql::adopt::COLUMNS_TABLE;
 use crate::sql::flush::FLUSHES_TABLE;
@@ -20,9 +21,11 @@ use crate::table::{CounterSpec, SlottedModel, Storage};
 mod diesel_cli;
 mod diesel_files;
 mod diesel_toml;
+mod follow;
 
 pub use crate::error::DieselCliChange;
 pub use diesel_files::{DieselCliFiles, MigrationFolder, PrintSchemaSection};
+pub use follow::{follow_down_sql, follow_up_sql};
 
 /// The migrations of a set of counter tables, one migration per table.
 ///
@@ -56,6 +59,9 @@ enum Table {
     /// The claims of roll-ups on their cache columns, `slotted_columns`: created with any
     /// counter that has a `cache` or adopts a column.
     Columns,
+    /// The triggers of a counter that follows a child table (no table of its own): after every
+    /// counter table, so that its counter table exists when it runs.
+    Follow(CounterSpec, FollowSpec),
 }
 
 impl Table {
@@ -64,12 +70,13 @@ impl Table {
             Table::Counter(spec) => migration_version(spec),
             Table::FlushLog => hashed_version(FLUSHES_TABLE, ""),
             Table::Columns => hashed_version(COLUMNS_TABLE, ""),
+            Table::Follow(spec, follow) => follow_version(spec, follow),
         }
     }
 
     fn name(&self) -> &'static str {
         match self {
-            Table::Counter(spec) => spec.table,
+            Table::Counter(spec) | Table::Follow(spec, _) => spec.table,
             Table::FlushLog => FLUSHES_TABLE,
             Table::Columns => COLUMNS_TABLE,
         }
@@ -84,17 +91,33 @@ impl Table {
             Table::Counter(spec) => format!("the counter table {}", spec.table),
             Table::FlushLog => format!("the buffer's log table {FLUSHES_TABLE}"),
             Table::Columns => format!("slotted's column-claims table {COLUMNS_TABLE}"),
+            Table::Follow(spec, follow) => {
+                format!("the triggers on {} that keep {}", follow.table, spec.table)
+            }
         }
     }
 
-    /// Its print-schema filter pattern, anchored: `^posts_likes_slots$`.
-    fn pattern(&self) -> String {
-        format!("^{}$", self.name())
+    /// Its print-schema filter pattern, anchored: `^posts_likes_slots$`. `None` for triggers,
+    /// which print-schema does not print.
+    fn pattern(&self) -> Option<String> {
+        match self {
+            Table::Follow(..) => None,
+            _ => Some(format!("^{}$", self.name())),
+        }
     }
 
     fn folder(&self) -> String {
         let version = self.version();
-        format!("{}-{}_create_{}", &version[..7], &version[7..], self.name())
+        let action = match self {
+            Table::Follow(..) => "follow",
+            _ => "create",
+        };
+        format!(
+            "{}-{}_{action}_{}",
+            &version[..7],
+            &version[7..],
+            self.name()
+        )
     }
 
     fn up(&self, dialect: Dialect) -> String {
@@ -102,6 +125,7 @@ impl Table {
             Table::Counter(spec) => up_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::up_sql(dialect),
             Table::Columns => crate::sql::adopt::up_sql(dialect),
+            Table::Follow(spec, follow) => follow_up_sql(spec, follow, dialect),
         }
     }
 
@@ -110,6 +134,7 @@ impl Table {
             Table::Counter(spec) => down_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::down_sql(dialect),
             Table::Columns => crate::sql::adopt::down_sql(dialect),
+            Table::Follow(spec, follow) => follow_down_sql(spec, follow, dialect),
         }
     }
 }
@@ -169,6 +194,13 @@ impl CounterMigrations {
         if self.flush_log {
             tables.push(Table::FlushLog);
         }
+        let mut seen = std::collections::HashSet::new();
+        tables.extend(
+            self.specs
+                .iter()
+                .filter_map(|spec| Some(Table::Follow(*spec, spec.follow?)))
+                .filter(|table| seen.insert(table.version())),
+        );
         tables
     }
 }
@@ -191,13 +223,33 @@ pub fn migration_version(spec: &CounterSpec) -> String {
 }
 
 fn hashed_version(table: &str, layout: &str) -> String {
-    let hash = table
-        .bytes()
-        .chain(layout.bytes())
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+    let hash = fnv1a(format!("{table}{layout}").as_bytes());
     format!("slotted{hash:016x}")
+}
+
+/// The migration version of a counter's triggers on the child table it follows: `slottedz` and a
+/// hash of its definition (the counter table, the child's table and columns, the filter and the
+/// slot count, which the triggers carry). After every counter table's version (`z` sorts after
+/// every hex digit), so the counter table exists when the triggers are made; a changed
+/// definition is a new migration, which replaces the triggers and counts the child rows again.
+fn follow_version(spec: &CounterSpec, follow: &FollowSpec) -> String {
+    let definition = format!(
+        "follow/{}/{}/{}/{:?}/{:?}/{}",
+        spec.table,
+        follow.table,
+        follow.key_columns.join(","),
+        follow.sum,
+        follow.filter,
+        spec.slots
+    );
+    format!("slottedz{:016x}", fnv1a(definition.as_bytes()))
+}
+
+/// FNV-1a, 64 bit: fixed forever, unlike `std`'s hasher (versions and names derive from it).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn quote(dialect: Dialect, ident: &str) -> String {

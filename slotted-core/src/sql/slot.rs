@@ -249,6 +249,11 @@ fn pg_take_index() -> String {
 /// `n` as SQL text, without an allocation: a write walks its statement on every call.
 fn push_integer<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>, n: u16) {
     let mut digits = [0_u8; 5];
+    out.push_sql(integer_text(&mut digits, n));
+}
+
+/// `n`'s decimal digits, written into `digits`.
+fn integer_text(digits: &mut [u8; 5], n: u16) -> &str {
     let mut at = digits.len();
     let mut rest = n;
     loop {
@@ -260,7 +265,7 @@ fn push_integer<DB: CounterBackend>(out: &mut AstPass<'_, '_, DB>, n: u16) {
         }
     }
     // Only ASCII digits were written.
-    out.push_sql(std::str::from_utf8(&digits[at..]).unwrap_or("1"));
+    std::str::from_utf8(&digits[at..]).unwrap_or("1")
 }
 
 /// `index`'s slot on this node. Node-aware: a Galera node hands out writer indices from 0 like
@@ -273,17 +278,52 @@ fn push_node_share<DB: CounterBackend>(
     index: &str,
     slots: u16,
 ) -> QueryResult<()> {
-    out.push_sql("MOD(MOD(");
-    out.push_sql(index);
-    out.push_sql(", GREATEST(FLOOR(");
-    push_integer(out, slots);
-    out.push_sql(
+    write_node_share(&mut |sql| out.push_sql(sql), index, slots);
+    Ok(())
+}
+
+/// [`push_node_share`]'s text, written piece by piece into `out` (a statement's walk, which
+/// must not allocate, or a `String`).
+fn write_node_share(out: &mut dyn FnMut(&str), index: &str, slots: u16) {
+    let mut digits = [0_u8; 5];
+    let slots = integer_text(&mut digits, slots);
+    out("MOD(MOD(");
+    out(index);
+    out(", GREATEST(FLOOR(");
+    out(slots);
+    out(
         " / @@auto_increment_increment), 1)) * @@auto_increment_increment \
          + @@auto_increment_offset - 1, ",
     );
-    push_integer(out, slots);
-    out.push_sql(")");
-    Ok(())
+    out(slots);
+    out(")");
+}
+
+/// The slot a trigger of a counter that follows a child table writes to (see
+/// `migration/follow.rs`): the writing session's writer slot, as a write of the `connection`
+/// strategy takes it. PostgreSQL takes the session's writer index when it holds none (once per
+/// trigger call: a plpgsql variable holds it); MySQL reads `@slotted_writer` and, in a session
+/// that never took an index, uses its connection id's slot, as a session does with every index
+/// taken (a trigger cannot take a named lock for the session); SQLite, whose one writer never
+/// waits for another, writes slot 0.
+pub(crate) fn trigger_slot_sql(dialect: Dialect, slots: u16) -> String {
+    let indices = WRITER_INDICES;
+    match dialect {
+        Dialect::Postgres => format!(
+            "CAST(CAST({} AS INTEGER) % {slots} AS SMALLINT)",
+            pg_take_index()
+        ),
+        Dialect::Mysql => {
+            let mut sql = String::new();
+            write_node_share(
+                &mut |piece| sql.push_str(piece),
+                &format!("COALESCE(@slotted_writer, {indices} + MOD(CONNECTION_ID(), {indices}))"),
+                slots,
+            );
+            sql
+        }
+        Dialect::Sqlite => "0".to_owned(),
+    }
 }
 
 /// Takes this session's writer index, or reads it when the session has one: one row, `n`, the

@@ -30,6 +30,7 @@ impl ::slotted_core::CounterTable for posts_views_slots::table {
         prefill: false,
         cache: ::core::option::Option::None,
         adopt: ::core::option::Option::None,
+        follow: ::core::option::Option::None,
     };
 }
 #[automatically_derived]

@@ -42,6 +42,7 @@ impl ::slotted_core::CounterTable for post_votes_score_slots::table {
             bits: <<post_votes::score_count as ::slotted_core::__private::ParentColumn>::SqlType as ::slotted_core::__private::CacheColumnType>::BITS,
         }),
         adopt: ::core::option::Option::None,
+        follow: ::core::option::Option::None,
     };
 }
 #[automatically_derived]

@@ -51,6 +51,7 @@ impl slotted::CounterTable for videos_likes_slots::table {
                 })
             }
         },
+        follow: ::core::option::Option::None,
     };
 }
 #[automatically_derived]
@@ -114,6 +115,7 @@ impl slotted::CounterTable for video_view_slots::table {
         prefill: false,
         cache: ::core::option::Option::None,
         adopt: ::core::option::Option::None,
+        follow: ::core::option::Option::None,
     };
 }
 #[automatically_derived]
@@ -173,6 +175,7 @@ impl slotted::CounterTable for videos_shares_slots::table {
         prefill: true,
         cache: ::core::option::Option::None,
         adopt: ::core::option::Option::None,
+        follow: ::core::option::Option::None,
     };
 }
 #[automatically_derived]
@@ -234,6 +237,7 @@ impl slotted::CounterTable for videos_saves::counter {
         prefill: false,
         cache: ::core::option::Option::None,
         adopt: ::core::option::Option::None,
+        follow: ::core::option::Option::None,
     };
 }
 #[automatically_derived]

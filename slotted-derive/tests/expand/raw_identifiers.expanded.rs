@@ -28,6 +28,7 @@ impl ::slotted_core::CounterTable for match_goals_slots::table {
             bits: <<crate::schema::r#match::goals_count as ::slotted_core::__private::ParentColumn>::SqlType as ::slotted_core::__private::CacheColumnType>::BITS,
         }),
         adopt: ::core::option::Option::None,
+        follow: ::core::option::Option::None,
     };
 }
 #[automatically_derived]
@@ -91,6 +92,7 @@ impl ::slotted_core::CounterTable for match_fouls::counter {
         prefill: false,
         cache: ::core::option::Option::None,
         adopt: ::core::option::Option::None,
+        follow: ::core::option::Option::None,
     };
 }
 #[automatically_derived]

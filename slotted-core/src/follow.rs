@@ -1,0 +1,165 @@
+//! Counters that follow a child table (`follow = comments(post_id)`): what such a counter is,
+//! as data ([`FollowSpec`]), and the checks the derive's expansion makes of the child table's
+//! columns, so that a declaration that cannot work does not compile.
+//!
+//! The triggers themselves are DDL, written by `migration/follow.rs`.
+
+use diesel::sql_types::{BigInt, Bool, Integer, Nullable, SmallInt};
+
+/// The child table a counter follows (`follow = comments(post_id)`): the database counts its
+/// rows, through triggers the counter's migration creates on it, into one slot of each parent
+/// record, in the writer's own transaction, whatever writes them (the application, raw SQL,
+/// another service, a bulk load).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowSpec {
+    /// The child table, e.g. `comments`.
+    pub table: &'static str,
+    /// The child's columns that hold the parent's key, in the order of the counter table's
+    /// `record_id`, `record_id_2`…: e.g. `["post_id"]`. A row whose key column is `NULL`
+    /// counts for no record.
+    pub key_columns: &'static [&'static str],
+    /// What a child row adds: `None`, 1 (a count of rows); `Some(column)`, the value of that
+    /// integer column (a sum; `NULL` adds 0).
+    pub sum: Option<&'static str>,
+    /// The boolean columns a child row must hold to count, and the value: `("local", true)`
+    /// counts rows whose `local` is true, `("deleted", false)` rows whose `deleted` is not true
+    /// (false or `NULL`). Every condition must hold.
+    pub filter: &'static [(&'static str, bool)],
+}
+
+impl FollowSpec {
+    /// The condition under which a child row counts, on the row `alias` (`NEW`, `OLD`, or a
+    /// table alias), with identifiers quoted by `quote`: `NEW."post_id" IS NOT NULL AND
+    /// NEW."deleted" IS NOT TRUE`.
+    pub(crate) fn counts_sql(&self, alias: &str, quote: impl Fn(&str) -> String) -> String {
+        let mut conditions: Vec<String> = self
+            .key_columns
+            .iter()
+            .map(|column| format!("{alias}.{} IS NOT NULL", quote(column)))
+            .collect();
+        conditions.extend(self.filter.iter().map(|(column, value)| {
+            let column = quote(column);
+            if *value {
+                format!("{alias}.{column} IS TRUE")
+            } else {
+                format!("{alias}.{column} IS NOT TRUE")
+            }
+        }));
+        conditions.join(" AND ")
+    }
+
+    /// What a child row adds, on the row `alias`: `1`, or `COALESCE(NEW."score", 0)`.
+    pub(crate) fn delta_sql(&self, alias: &str, quote: impl Fn(&str) -> String) -> String {
+        match self.sum {
+            None => "1".to_owned(),
+            Some(column) => format!("COALESCE({alias}.{}, 0)", quote(column)),
+        }
+    }
+
+    /// The child's columns a change of which can change a count: the key columns, the summed
+    /// column and the filter's columns, each once.
+    pub(crate) fn watched_columns(&self) -> Vec<&'static str> {
+        let mut columns: Vec<&'static str> = Vec::new();
+        let all = self
+            .key_columns
+            .iter()
+            .copied()
+            .chain(self.sum)
+            .chain(self.filter.iter().map(|(column, _)| *column));
+        for column in all {
+            if !columns.contains(&column) {
+                columns.push(column);
+            }
+        }
+        columns
+    }
+}
+
+/// The SQL types a child's key column may have for a counter keyed by `K`'s SQL type: the same
+/// type, or it nullable (a row whose key is `NULL` counts for no record).
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "the child's key column is `{Self}`, but the counter is keyed by `{K}`",
+    label = "this column of the child table must hold the parent's key",
+    note = "name the child's column that holds the parent's primary key, of the same SQL type (or its `Nullable`): `follow = comments(post_id)` with `post_id -> Integer` for an `i32` key"
+)]
+pub trait FollowKeyColumn<K> {}
+
+impl<K> FollowKeyColumn<K> for K {}
+impl<K> FollowKeyColumn<K> for Nullable<K> {}
+
+/// The SQL types a summed column may have (`sum = score`): an integer, nullable or not.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`sum` adds an integer column, not `{Self}`",
+    label = "the column `sum` names",
+    note = "name a `SmallInt`, `Integer` or `BigInt` column of the child table (nullable or not: `NULL` adds 0)"
+)]
+pub trait SummedColumn {}
+
+impl SummedColumn for SmallInt {}
+impl SummedColumn for Integer {}
+impl SummedColumn for BigInt {}
+impl SummedColumn for Nullable<SmallInt> {}
+impl SummedColumn for Nullable<Integer> {}
+impl SummedColumn for Nullable<BigInt> {}
+
+/// The SQL types a filter column may have (`filter(local, not(deleted))`): a boolean, nullable or
+/// not (`NULL` is not true).
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`filter` names boolean columns, not a `{Self}` column",
+    label = "the column in `filter(…)`",
+    note = "name a `Bool` column of the child table: `filter(local)` counts rows where it is true, `filter(not(deleted))` rows where it is not"
+)]
+pub trait FilterColumn {}
+
+impl FilterColumn for Bool {}
+impl FilterColumn for Nullable<Bool> {}
+
+/// The child's columns: each a column of the child table named in `follow = …(…)`.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a column of the child table `{T}`",
+    label = "not a column of the table `follow` names",
+    note = "every column of `follow`, `sum` and `filter` belongs to the child table: `follow = comments(post_id), sum = score` needs `comments::post_id` and `comments::score`"
+)]
+pub trait ChildColumn<T> {}
+
+impl<T: diesel::Table, C: diesel::Column<Table = T>> ChildColumn<T> for C {}
+
+/// The checks the derive's expansion reads each column of a followed table's through: a const
+/// fn per role, whose bounds fail at the user's column when it cannot play it, and which
+/// returns the column's SQL name.
+#[doc(hidden)]
+pub mod __check {
+    use super::{ChildColumn, FilterColumn, FollowKeyColumn, SummedColumn};
+    use diesel::Column;
+
+    /// A key column of the child table `T`, of the counter's key column type `K`.
+    pub const fn key_column<T, C, K>() -> &'static str
+    where
+        C: Column + ChildColumn<T>,
+        C::SqlType: FollowKeyColumn<K>,
+    {
+        C::NAME
+    }
+
+    /// The summed column of the child table `T`: an integer.
+    pub const fn summed_column<T, C>() -> &'static str
+    where
+        C: Column + ChildColumn<T>,
+        C::SqlType: SummedColumn,
+    {
+        C::NAME
+    }
+
+    /// A filter column of the child table `T`: a boolean.
+    pub const fn filter_column<T, C>() -> &'static str
+    where
+        C: Column + ChildColumn<T>,
+        C::SqlType: FilterColumn,
+    {
+        C::NAME
+    }
+}

@@ -1,0 +1,180 @@
+//! `follow = comments(post_id)`, `sum = score`, `filter(local, not(deleted))`: a counter that
+//! follows a child table. Its checks against the counter's other keys (here, not in ast.rs),
+//! and its part of the expansion: the `FollowSpec` of the counter's `SPEC`, whose column names
+//! are read through checks of the child table's columns (each a column of the child table, the
+//! key columns of the counter's key type, the summed column an integer, the filter columns
+//! booleans), spanned at the user's tokens.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::ext::IdentExt;
+use syn::{Ident, Path};
+
+use crate::attr::{CounterAttr, FOLLOW_FORM};
+use crate::errors::Errors;
+use crate::expand::respan;
+
+/// A counter's `follow`, checked.
+pub struct Follow {
+    pub table: Ident,
+    pub key_columns: Vec<Ident>,
+    pub sum: Option<Ident>,
+    pub filter: Vec<(Ident, bool)>,
+}
+
+/// The counter's `follow`, `sum` and `filter`, checked against each other and against the
+/// counter's keys that cannot go with a followed table. `Ok(None)`: the counter follows nothing.
+/// `Err(())`: reported.
+pub fn checked(
+    attr: &CounterAttr<'_>,
+    key_len: Option<usize>,
+    errors: &mut Errors,
+) -> Result<Option<Follow>, ()> {
+    let Some(follow) = &attr.follow else {
+        let mut wrong = false;
+        if let Some(sum) = &attr.sum {
+            errors.at(
+                sum,
+                "`sum` applies to a counter that follows a child table",
+                format_args!("add the table whose column it sums: `follow = post_votes(post_id), sum = {sum}`"),
+            );
+            wrong = true;
+        }
+        if let Some(filter) = attr.filter.as_ref().and_then(|f| f.first()) {
+            errors.at(
+                &filter.column,
+                "`filter` applies to a counter that follows a child table",
+                "add the table whose rows it filters: `follow = comments(post_id), filter(not(deleted))`",
+            );
+            wrong = true;
+        }
+        return if wrong { Err(()) } else { Ok(None) };
+    };
+    let mut wrong = false;
+    // What a followed counter cannot have: its slot is the trigger's, its counts the child
+    // table's rows.
+    let refused: [(Option<&dyn quote::ToTokens>, &str, &str); 5] = [
+        (
+            attr.bucket.as_ref().map(|b| b as _),
+            "a counter that follows a child table has no time buckets",
+            "remove `bucket`: the triggers count the child rows there are, not when they were written",
+        ),
+        (
+            attr.strategy.as_ref().map(|s| s as _),
+            "a counter that follows a child table takes its slot from the writing session",
+            "remove `strategy`: the triggers write to the writer's slot, as `strategy = connection` does",
+        ),
+        (
+            attr.prefill.as_ref().map(|p| p as _),
+            "a counter that follows a child table has no pre-created slots",
+            "remove `prefill`",
+        ),
+        (
+            attr.storage.as_ref().filter(|s| *s == "shared").map(|s| s as _),
+            "a counter that follows a child table needs a table of its own",
+            "remove `storage = shared`",
+        ),
+        (
+            attr.adopt.as_ref().map(|a| a as _),
+            "a counter that follows a child table cannot adopt a column yet",
+            "keep the column as the counter's `cache` (the roll-up writes the total into it), and drop the trigger that kept it in the migration that adds this counter; see the guide's page on counters that follow a table",
+        ),
+    ];
+    for (given, message, help) in refused {
+        if let Some(given) = given {
+            errors.at(given, message, help);
+            wrong = true;
+        }
+    }
+    if let Some(len) = key_len {
+        if follow.key_columns.len() != len {
+            let columns = if len == 1 {
+                "one column".to_owned()
+            } else {
+                format!("{len} columns")
+            };
+            errors.at(
+                &follow.table,
+                format_args!(
+                    "the model's key has {columns}, and `follow = {}(…)` names {}",
+                    follow.table,
+                    follow.key_columns.len()
+                ),
+                format_args!(
+                    "name the child's column for each column of the key, in the key's order; {FOLLOW_FORM}"
+                ),
+            );
+            wrong = true;
+        }
+    }
+    let filter: Vec<(Ident, bool)> = attr
+        .filter
+        .iter()
+        .flatten()
+        .map(|f| (f.column.clone(), f.value))
+        .collect();
+    for (i, (column, _)) in filter.iter().enumerate() {
+        if filter[..i].iter().any(|(earlier, _)| earlier == column) {
+            errors.at(
+                column,
+                format_args!("`{column}` is in `filter` twice"),
+                "name each column once: `filter(local, not(deleted))`",
+            );
+            wrong = true;
+        }
+    }
+    if wrong {
+        return Err(());
+    }
+    Ok(Some(Follow {
+        table: follow.table.clone(),
+        key_columns: follow.key_columns.clone(),
+        sum: attr.sum.clone(),
+        filter,
+    }))
+}
+
+/// The counter's `follow: Option<FollowSpec>` in its `SPEC`. Each column's name is read through
+/// a check of that column, spanned at the user's column: a column the child table lacks, a key
+/// column of another type than `parent_keys` (the model's key columns, as paths), a summed
+/// column that is not an integer or a filter column that is not a boolean fail there.
+pub fn spec(follow: Option<&Follow>, parent_keys: &[TokenStream], krate: &Path) -> TokenStream {
+    let Some(follow) = follow else {
+        return quote!(::core::option::Option::None);
+    };
+    let child = &follow.table;
+    let checks = quote!(#krate::__private::follow_check);
+    let column = |name: &Ident, check: TokenStream| respan(&check, name.span());
+    let key_columns = follow.key_columns.iter().zip(parent_keys).map(|(name, parent_key)| {
+        column(
+            name,
+            quote!(#checks::key_column::<#child::table, #child::#name, <#parent_key as #krate::__private::ParentColumn>::SqlType>()),
+        )
+    });
+    let sum = match &follow.sum {
+        None => quote!(::core::option::Option::None),
+        Some(name) => {
+            let check = column(
+                name,
+                quote!(#checks::summed_column::<#child::table, #child::#name>()),
+            );
+            quote!(::core::option::Option::Some(#check))
+        }
+    };
+    let filter = follow.filter.iter().map(|(name, value)| {
+        let check = column(
+            name,
+            quote!(#checks::filter_column::<#child::table, #child::#name>()),
+        );
+        quote!((#check, #value))
+    });
+    let table = child.unraw().to_string();
+    quote! {
+        ::core::option::Option::Some(#krate::follow::FollowSpec {
+            table: #table,
+            key_columns: &[#(#key_columns),*],
+            sum: #sum,
+            filter: &[#(#filter),*],
+        })
+    }
+}

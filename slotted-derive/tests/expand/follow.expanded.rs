@@ -1,0 +1,169 @@
+::slotted_core::__private::diesel::table! {
+    #[doc =
+    "The slots of the `comments` counter of [`Post`]: 16 rows a record at most, whose `count`s add up to its total. Declared by `#[derive(SlottedCounter)]`."]
+    posts_comments_slots(record_id, slot) { #[doc = "The `id` of the counted `Post`."]
+    record_id -> Integer, #[doc = "The slot, 0 to 15."] slot -> SmallInt, #[doc =
+    r" This slot's share of the count."] count -> BigInt, }
+}
+#[automatically_derived]
+impl ::slotted_core::CounterTable for posts_comments_slots::table {
+    type Key = i32;
+    const SPEC: ::slotted_core::CounterSpec = ::slotted_core::CounterSpec {
+        model: "Post",
+        counter: "comments",
+        table: "posts_comments_slots",
+        slots: 16u16,
+        strategy: ::slotted_core::SlotStrategy::Connection,
+        key: ::slotted_core::__private::key_kinds::<Self>(),
+        max_key_length: 255u16,
+        storage: ::slotted_core::Storage::Table,
+        bucket: ::core::option::Option::None,
+        prefill: false,
+        cache: ::core::option::Option::None,
+        adopt: ::core::option::Option::None,
+        follow: ::core::option::Option::Some(::slotted_core::follow::FollowSpec {
+            table: "comments",
+            key_columns: &[
+                ::slotted_core::__private::follow_check::key_column::<
+                    comments::table,
+                    comments::post_id,
+                    <posts::id as ::slotted_core::__private::ParentColumn>::SqlType,
+                >(),
+            ],
+            sum: ::core::option::Option::None,
+            filter: &[
+                (
+                    ::slotted_core::__private::follow_check::filter_column::<
+                        comments::table,
+                        comments::local,
+                    >(),
+                    true,
+                ),
+                (
+                    ::slotted_core::__private::follow_check::filter_column::<
+                        comments::table,
+                        comments::deleted,
+                    >(),
+                    false,
+                ),
+            ],
+        }),
+    };
+}
+#[automatically_derived]
+#[allow(dead_code)]
+impl Post {
+    ///The `comments` counter of this record (16 slots).
+    pub fn comments(&self) -> ::slotted_core::Counter<'_, posts_comments_slots::table> {
+        ::slotted_core::Counter::new(&self.id)
+    }
+    ///The `comments` counter of the record with this key, without loading the record.
+    pub fn comments_of(
+        key: impl ::slotted_core::__private::IntoCounterKey<i32>,
+    ) -> ::slotted_core::Counter<'static, posts_comments_slots::table> {
+        ::slotted_core::Counter::of(
+            ::slotted_core::__private::IntoCounterKey::into_counter_key(key),
+        )
+    }
+    ///The `comments` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
+    pub fn comments_totals<C: ::slotted_core::CounterConnection>(
+        keys: &[i32],
+        conn: &mut C,
+    ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<i32, i64>> {
+        ::slotted_core::Counter::<posts_comments_slots::table>::totals(keys, conn)
+    }
+    ::slotted_core::__private::if_async! {
+        #[doc =
+        "The `comments` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub fn comments_totals_async < 'a, C : ::slotted_core::AsyncCounterConnection >
+        (keys : & 'a[i32], conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        ::slotted_core::Result < ::slotted_core::__private::HashMap < i32, i64 >>, > +
+        ::core::marker::Send + 'a { ::slotted_core::Counter:: <
+        posts_comments_slots::table > ::totals_async(keys, conn) }
+    }
+}
+::slotted_core::__private::diesel::table! {
+    #[doc =
+    "The slots of the `score` counter of [`Post`]: 8 rows a record at most, whose `count`s add up to its total. Declared by `#[derive(SlottedCounter)]`."]
+    posts_score_slots(record_id, slot) { #[doc = "The `id` of the counted `Post`."]
+    record_id -> Integer, #[doc = "The slot, 0 to 7."] slot -> SmallInt, #[doc =
+    r" This slot's share of the count."] count -> BigInt, }
+}
+#[automatically_derived]
+impl ::slotted_core::CounterTable for posts_score_slots::table {
+    type Key = i32;
+    const SPEC: ::slotted_core::CounterSpec = ::slotted_core::CounterSpec {
+        model: "Post",
+        counter: "score",
+        table: "posts_score_slots",
+        slots: 8u16,
+        strategy: ::slotted_core::SlotStrategy::Connection,
+        key: ::slotted_core::__private::key_kinds::<Self>(),
+        max_key_length: 255u16,
+        storage: ::slotted_core::Storage::Table,
+        bucket: ::core::option::Option::None,
+        prefill: false,
+        cache: ::core::option::Option::None,
+        adopt: ::core::option::Option::None,
+        follow: ::core::option::Option::Some(::slotted_core::follow::FollowSpec {
+            table: "post_votes",
+            key_columns: &[
+                ::slotted_core::__private::follow_check::key_column::<
+                    post_votes::table,
+                    post_votes::post_id,
+                    <posts::id as ::slotted_core::__private::ParentColumn>::SqlType,
+                >(),
+            ],
+            sum: ::core::option::Option::Some(
+                ::slotted_core::__private::follow_check::summed_column::<
+                    post_votes::table,
+                    post_votes::score,
+                >(),
+            ),
+            filter: &[],
+        }),
+    };
+}
+#[automatically_derived]
+#[allow(dead_code)]
+impl Post {
+    ///The `score` counter of this record (8 slots).
+    pub fn score(&self) -> ::slotted_core::Counter<'_, posts_score_slots::table> {
+        ::slotted_core::Counter::new(&self.id)
+    }
+    ///The `score` counter of the record with this key, without loading the record.
+    pub fn score_of(
+        key: impl ::slotted_core::__private::IntoCounterKey<i32>,
+    ) -> ::slotted_core::Counter<'static, posts_score_slots::table> {
+        ::slotted_core::Counter::of(
+            ::slotted_core::__private::IntoCounterKey::into_counter_key(key),
+        )
+    }
+    ///The `score` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
+    pub fn score_totals<C: ::slotted_core::CounterConnection>(
+        keys: &[i32],
+        conn: &mut C,
+    ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<i32, i64>> {
+        ::slotted_core::Counter::<posts_score_slots::table>::totals(keys, conn)
+    }
+    ::slotted_core::__private::if_async! {
+        #[doc =
+        "The `score` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys."]
+        #[doc = ""] #[doc =
+        "On an async connection (diesel-async, bb8, deadpool); the future is `Send`."]
+        pub fn score_totals_async < 'a, C : ::slotted_core::AsyncCounterConnection >
+        (keys : & 'a[i32], conn : & 'a mut C,) -> impl ::core::future::Future < Output =
+        ::slotted_core::Result < ::slotted_core::__private::HashMap < i32, i64 >>, > +
+        ::core::marker::Send + 'a { ::slotted_core::Counter:: < posts_score_slots::table
+        > ::totals_async(keys, conn) }
+    }
+}
+#[automatically_derived]
+impl ::slotted_core::SlottedModel for Post {
+    const COUNTERS: &'static [::slotted_core::CounterSpec] = &[
+        <posts_comments_slots::table as ::slotted_core::CounterTable>::SPEC,
+        <posts_score_slots::table as ::slotted_core::CounterTable>::SPEC,
+    ];
+}

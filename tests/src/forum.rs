@@ -1,0 +1,91 @@
+//! A forum's schema, cut from Lemmy's: posts with comments and votes, and authors. The counts
+//! follow the child tables (`follow`), kept by the triggers the counter migrations create.
+
+use diesel::prelude::*;
+use slotted_core::SlottedCounter;
+
+use crate::TestConnection;
+
+diesel::table! {
+    forum_posts (id) {
+        id -> Integer,
+    }
+}
+
+diesel::table! {
+    authors (id) {
+        id -> Integer,
+    }
+}
+
+diesel::table! {
+    comments (id) {
+        id -> BigInt,
+        post_id -> Nullable<Integer>,
+        author_id -> Integer,
+        deleted -> Bool,
+        removed -> Bool,
+        local -> Bool,
+    }
+}
+
+diesel::table! {
+    post_votes (post_id, user_id) {
+        post_id -> Integer,
+        user_id -> Integer,
+        score -> SmallInt,
+    }
+}
+
+/// A post: its comments that are neither deleted nor removed, and the sum of its votes.
+#[derive(Debug, Clone, Queryable, SlottedCounter)]
+#[diesel(table_name = forum_posts)]
+#[slotted(counter = comments, slots = 16, follow = comments(post_id), filter(not(deleted), not(removed)))]
+#[slotted(counter = score, slots = 16, follow = post_votes(post_id), sum = score)]
+pub struct ForumPost {
+    pub id: i32,
+}
+
+/// An author: every comment written, and the local ones.
+#[derive(Debug, Clone, Queryable, SlottedCounter)]
+#[diesel(table_name = authors)]
+#[slotted(counter = comments, slots = 4, follow = comments(author_id))]
+#[slotted(counter = local_comments, slots = 4, follow = comments(author_id), filter(local))]
+pub struct Author {
+    pub id: i32,
+}
+
+/// Every counter of the forum.
+pub fn migrations() -> slotted_core::CounterMigrations {
+    slotted_core::CounterMigrations::of::<ForumPost>().and::<Author>()
+}
+
+/// The forum's own tables, as the application's migrations would create them.
+pub fn create_tables<C: TestConnection>(conn: &mut C) {
+    let id = match C::NAME {
+        "postgres" => "BIGSERIAL PRIMARY KEY",
+        "mysql" => "BIGINT AUTO_INCREMENT PRIMARY KEY",
+        _ => "INTEGER PRIMARY KEY AUTOINCREMENT",
+    };
+    conn.batch_execute(&format!(
+        "CREATE TABLE forum_posts (id INTEGER PRIMARY KEY);
+         CREATE TABLE authors (id INTEGER PRIMARY KEY);
+         CREATE TABLE comments (
+             id {id},
+             post_id INTEGER,
+             author_id INTEGER NOT NULL,
+             deleted BOOLEAN NOT NULL DEFAULT FALSE,
+             removed BOOLEAN NOT NULL DEFAULT FALSE,
+             local BOOLEAN NOT NULL DEFAULT TRUE
+         );
+         CREATE TABLE post_votes (
+             post_id INTEGER NOT NULL,
+             user_id INTEGER NOT NULL,
+             score SMALLINT NOT NULL,
+             PRIMARY KEY (post_id, user_id)
+         );
+         CREATE INDEX comments_post_id ON comments (post_id);
+         CREATE INDEX comments_author_id ON comments (author_id);"
+    ))
+    .expect("the forum's tables");
+}

@@ -1,0 +1,415 @@
+//! Counters that follow a child table (`follow = comments(post_id)`), on every backend: the
+//! triggers the counter migrations create count every change of a child row (inserts,
+//! deletes, moves to another parent, filter flips, summed values changing, multi-row
+//! statements, rows already there when the migration ran), concurrent writers beside
+//! compaction count exactly, and the removal drops the triggers and nothing else.
+
+use std::collections::HashMap;
+
+use slotted_core::CounterMaintenance;
+use slotted_tests::forum::{self, Author, ForumPost};
+use slotted_tests::{backend_tests, TestConnection, TestDb};
+
+backend_tests!(
+    every_change_of_a_child_row_is_counted,
+    the_rows_already_there_are_counted_once,
+    concurrent_writers_beside_compaction_count_exactly,
+    the_removal_drops_the_triggers_and_nothing_else,
+);
+
+const POSTS: [i32; 5] = [1, 2, 3, 4, 5];
+const AUTHORS: [i32; 3] = [1, 2, 3];
+
+/// Counts per record: each parent of the test, 0 when it has none.
+#[derive(Debug, PartialEq, Eq, Default)]
+struct Counts {
+    post_comments: HashMap<i32, i64>,
+    post_score: HashMap<i32, i64>,
+    author_comments: HashMap<i32, i64>,
+    author_local: HashMap<i32, i64>,
+}
+
+/// What the counts must be: the database's own `COUNT`s and `SUM`s over the child tables.
+fn expected<C: TestConnection>(conn: &mut C) -> Counts {
+    let int = if C::NAME == "mysql" {
+        "SIGNED"
+    } else {
+        "BIGINT"
+    };
+    let mut per = |keys: &[i32], sql: String| -> HashMap<i32, i64> {
+        let mut counts: HashMap<i32, i64> = keys.iter().map(|k| (*k, 0)).collect();
+        for (k, n) in conn.query_pairs(&sql) {
+            counts.insert(i32::try_from(k).unwrap(), n);
+        }
+        counts
+    };
+    Counts {
+        post_comments: per(
+            &POSTS,
+            format!(
+                "SELECT CAST(post_id AS {int}) AS k, CAST(COUNT(*) AS {int}) AS n FROM comments \
+                 WHERE post_id IS NOT NULL AND NOT deleted AND NOT removed GROUP BY post_id"
+            ),
+        ),
+        post_score: per(
+            &POSTS,
+            format!(
+                "SELECT CAST(post_id AS {int}) AS k, CAST(SUM(score) AS {int}) AS n \
+                 FROM post_votes GROUP BY post_id"
+            ),
+        ),
+        author_comments: per(
+            &AUTHORS,
+            format!(
+                "SELECT CAST(author_id AS {int}) AS k, CAST(COUNT(*) AS {int}) AS n \
+                 FROM comments GROUP BY author_id"
+            ),
+        ),
+        author_local: per(
+            &AUTHORS,
+            format!(
+                "SELECT CAST(author_id AS {int}) AS k, CAST(COUNT(*) AS {int}) AS n \
+                 FROM comments WHERE local GROUP BY author_id"
+            ),
+        ),
+    }
+}
+
+/// What slotted counts: the counters' totals.
+fn counted<C: TestConnection>(conn: &mut C) -> Counts {
+    Counts {
+        post_comments: ForumPost::comments_totals(&POSTS, conn).unwrap(),
+        post_score: ForumPost::score_totals(&POSTS, conn).unwrap(),
+        author_comments: Author::comments_totals(&AUTHORS, conn).unwrap(),
+        author_local: Author::local_comments_totals(&AUTHORS, conn).unwrap(),
+    }
+}
+
+fn assert_exact<C: TestConnection>(conn: &mut C, step: &str) {
+    assert_eq!(counted(conn), expected(conn), "{}: after {step}", C::NAME);
+}
+
+/// Runs `sql` (a statement of the test's own, on its own tables).
+fn run<C: TestConnection>(conn: &mut C, sql: &str) {
+    conn.batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{}: {sql}: {e}", C::NAME));
+}
+
+fn insert_comment<C: TestConnection>(conn: &mut C, post: Option<i32>, author: i32) {
+    let post = post.map_or("NULL".to_owned(), |p| p.to_string());
+    run(
+        conn,
+        &format!("INSERT INTO comments (post_id, author_id) VALUES ({post}, {author})"),
+    );
+}
+
+fn setup<C: TestConnection>(test: &str) -> Option<(TestDb, C)> {
+    let db = TestDb::new::<C>(test)?;
+    let mut conn = C::open(&db.url);
+    forum::create_tables(&mut conn);
+    Some((db, conn))
+}
+
+fn migrate<C: TestConnection>(conn: &mut C) {
+    conn.run_pending_migrations(forum::migrations())
+        .expect("the counter migrations");
+}
+
+fn every_change_of_a_child_row_is_counted<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    migrate(&mut conn);
+    assert_exact(&mut conn, "the migration");
+
+    for (post, author) in [(1, 1), (1, 2), (2, 1), (3, 3)] {
+        insert_comment(&mut conn, Some(post), author);
+    }
+    insert_comment(&mut conn, None, 2); // no post: counts for its author only
+    assert_exact(&mut conn, "inserts");
+    assert_eq!(ForumPost::comments_of(1).total(&mut conn).unwrap(), 2);
+
+    // A move to another post.
+    let first = conn.query_i64("SELECT MIN(id) AS n FROM comments");
+    let steps = [
+        (
+            "a move",
+            format!("UPDATE comments SET post_id = 2 WHERE id = {first}"),
+        ),
+        (
+            "a soft delete",
+            format!("UPDATE comments SET deleted = TRUE WHERE id = {first}"),
+        ),
+        (
+            "a move of a deleted comment",
+            format!("UPDATE comments SET removed = TRUE, post_id = 4 WHERE id = {first}"),
+        ),
+        (
+            "a restore",
+            format!("UPDATE comments SET deleted = FALSE, removed = FALSE WHERE id = {first}"),
+        ),
+        (
+            "a move to no post",
+            format!("UPDATE comments SET post_id = NULL WHERE id = {first}"),
+        ),
+        (
+            "a move back and a change of author",
+            format!("UPDATE comments SET post_id = 5, author_id = 3 WHERE id = {first}"),
+        ),
+        (
+            "comments no longer local",
+            "UPDATE comments SET local = FALSE WHERE author_id = 1".to_owned(),
+        ),
+        (
+            "a change no count reads",
+            "UPDATE comments SET author_id = author_id WHERE post_id = 5".to_owned(),
+        ),
+        // Multi-row statements: INSERT … SELECT, UPDATE and DELETE of many rows.
+        (
+            "an INSERT … SELECT",
+            "INSERT INTO comments (post_id, author_id, deleted, removed, local) \
+             SELECT post_id, author_id, deleted, removed, local FROM comments"
+                .to_owned(),
+        ),
+        (
+            "a second INSERT … SELECT",
+            "INSERT INTO comments (post_id, author_id, deleted, removed, local) \
+             SELECT post_id, author_id, deleted, removed, local FROM comments"
+                .to_owned(),
+        ),
+        (
+            "a multi-row move",
+            "UPDATE comments SET post_id = 3 WHERE post_id = 1".to_owned(),
+        ),
+        (
+            "a multi-row soft delete",
+            "UPDATE comments SET removed = TRUE WHERE author_id = 3".to_owned(),
+        ),
+        (
+            "a multi-row delete",
+            "DELETE FROM comments WHERE author_id = 2".to_owned(),
+        ),
+        // A sum: votes of +1 and -1, changed, moved and withdrawn.
+        (
+            "votes",
+            "INSERT INTO post_votes (post_id, user_id, score) \
+             VALUES (1, 1, 1), (1, 2, 1), (1, 3, -1), (1, 4, 1)"
+                .to_owned(),
+        ),
+        (
+            "a vote changed",
+            "UPDATE post_votes SET score = 1 WHERE post_id = 1 AND user_id = 3".to_owned(),
+        ),
+        (
+            "a vote moved and changed",
+            "UPDATE post_votes SET post_id = 2, score = -1 WHERE post_id = 1 AND user_id = 4"
+                .to_owned(),
+        ),
+        (
+            "a vote withdrawn",
+            "DELETE FROM post_votes WHERE post_id = 1 AND user_id = 1".to_owned(),
+        ),
+        (
+            "every vote changed",
+            "UPDATE post_votes SET score = 0 - score".to_owned(),
+        ),
+    ];
+    for (step, sql) in steps {
+        run(&mut conn, &sql);
+        assert_exact(&mut conn, step);
+    }
+    assert_eq!(ForumPost::score_of(2).total(&mut conn).unwrap(), 1);
+
+    // In a transaction that rolls back: nothing counted.
+    let before = counted(&mut conn);
+    let _ = conn.transaction::<(), diesel::result::Error, _>(|conn| {
+        insert_comment(conn, Some(1), 1);
+        conn.batch_execute("DELETE FROM comments")?;
+        Err(diesel::result::Error::RollbackTransaction)
+    });
+    assert_eq!(
+        counted(&mut conn),
+        before,
+        "a rollback undoes the triggers' counts"
+    );
+    assert_exact(&mut conn, "a rollback");
+}
+
+fn the_rows_already_there_are_counted_once<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    for i in 0..40 {
+        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
+    }
+    insert_comment(&mut conn, None, 1);
+    run(
+        &mut conn,
+        "UPDATE comments SET deleted = TRUE WHERE id % 7 = 0",
+    );
+    run(
+        &mut conn,
+        "INSERT INTO post_votes (post_id, user_id, score) VALUES (1, 1, 1), (1, 2, -1), (3, 1, 1)",
+    );
+    migrate(&mut conn);
+    assert_exact(&mut conn, "the backfill");
+    insert_comment(&mut conn, Some(1), 1);
+    assert_exact(&mut conn, "an insert after the backfill");
+    // Running the migrations again is a no-op: nothing counted twice.
+    migrate(&mut conn);
+    assert_exact(&mut conn, "the migrations run again");
+}
+
+/// Writers insert, delete, move and soft-delete comments and cast, change and withdraw votes
+/// on five hot posts, in transactions of several statements, some rolled back; a maintainer
+/// compacts the counter tables meanwhile. At the end every count equals the child rows'.
+fn concurrent_writers_beside_compaction_count_exactly<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    migrate(&mut conn);
+    let writers = if C::NAME == "sqlite" { 3 } else { 8 };
+    let rounds = if C::NAME == "sqlite" { 60 } else { 120 };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let compactor = {
+        let url = db.url.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut conn = C::open(&url);
+            let mut passes = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                forum::forum_posts_comments_slots::table
+                    .compact_all(16, &mut conn)
+                    .expect("compaction beside the writers");
+                forum::authors_comments_slots::table
+                    .compact_all(16, &mut conn)
+                    .expect("compaction beside the writers");
+                passes += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            passes
+        })
+    };
+    let threads: Vec<_> = (0..writers)
+        .map(|w: usize| {
+            let url = db.url.clone();
+            std::thread::spawn(move || {
+                let mut conn = C::open(&url);
+                let mut failed = 0;
+                for round in 0..rounds {
+                    let post = POSTS[(w + round) % POSTS.len()];
+                    let other = POSTS[(w * 3 + round + 1) % POSTS.len()];
+                    let author = AUTHORS[(w + round) % AUTHORS.len()];
+                    let user = i32::try_from(w * 1000 + round % 50).unwrap();
+                    let local = if round % 3 == 0 { "FALSE" } else { "TRUE" };
+                    let deleted = if round % 2 == 0 { "TRUE" } else { "FALSE" };
+                    let score = if round % 4 == 0 { -1 } else { 1 };
+                    let mut statements = vec![format!(
+                        "INSERT INTO comments (post_id, author_id, local) VALUES ({post}, {author}, {local})"
+                    )];
+                    statements.push(match round % 5 {
+                        0 => format!(
+                            "UPDATE comments SET post_id = {other} WHERE author_id = {author} AND post_id = {post}"
+                        ),
+                        1 => format!("UPDATE comments SET deleted = {deleted} WHERE post_id = {other}"),
+                        2 => format!(
+                            "DELETE FROM comments WHERE post_id = {other} AND author_id = {author}"
+                        ),
+                        _ => "SELECT 1".to_owned(),
+                    });
+                    statements.push(format!(
+                        "DELETE FROM post_votes WHERE post_id = {post} AND user_id = {user}"
+                    ));
+                    statements.push(format!(
+                        "INSERT INTO post_votes (post_id, user_id, score) VALUES ({post}, {user}, {score})"
+                    ));
+                    let result = conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                        for sql in &statements {
+                            conn.batch_execute(sql)?;
+                        }
+                        if round % 11 == 0 {
+                            return Err(diesel::result::Error::RollbackTransaction);
+                        }
+                        Ok(())
+                    });
+                    match result {
+                        Ok(()) | Err(diesel::result::Error::RollbackTransaction) => {}
+                        // Two writers' row locks on the same comments: the database picks a
+                        // victim, as it would without the triggers.
+                        Err(e) if lost_a_lock_conflict(&e) => failed += 1,
+                        Err(e) => panic!("writer {w}, round {round}: {e}"),
+                    }
+                }
+                failed
+            })
+        })
+        .collect();
+    let failed: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let passes = compactor.join().unwrap();
+    eprintln!(
+        "{}: {writers} writers x {rounds} rounds, {failed} transactions lost a lock conflict, {passes} compaction passes",
+        C::NAME
+    );
+    assert_exact(&mut conn, "concurrent writers beside compaction");
+}
+
+fn the_removal_drops_the_triggers_and_nothing_else<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    migrate(&mut conn);
+    insert_comment(&mut conn, Some(1), 1);
+    // Revert the follow migrations only (they come last): the counter tables stay.
+    for _ in 0..4 {
+        conn.revert_last_migration(forum::migrations()).unwrap();
+    }
+    insert_comment(&mut conn, Some(1), 1);
+    assert_eq!(
+        ForumPost::comments_of(1).total(&mut conn).unwrap(),
+        1,
+        "counted before the removal, not after"
+    );
+    let child_rows = conn.query_i64(if C::NAME == "mysql" {
+        "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM comments"
+    } else {
+        "SELECT COUNT(*) AS n FROM comments"
+    });
+    assert_eq!(child_rows, 2, "the child rows are the user's: untouched");
+    let triggers = conn.query_i64(match C::NAME {
+        "postgres" => "SELECT COUNT(*) AS n FROM pg_trigger WHERE tgname LIKE 'slotted_follow%'",
+        "mysql" => {
+            "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.triggers \
+             WHERE trigger_schema = DATABASE() AND trigger_name LIKE 'slotted_follow%'"
+        }
+        _ => "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'trigger'",
+    });
+    assert_eq!(triggers, 0, "no trigger left");
+    if C::NAME == "postgres" {
+        let functions = conn
+            .query_i64("SELECT COUNT(*) AS n FROM pg_proc WHERE proname LIKE 'slotted_follow%'");
+        assert_eq!(functions, 0, "no trigger function left");
+    }
+    // Applied again: the counts follow the child rows again, both of them.
+    migrate(&mut conn);
+    assert_exact(&mut conn, "the follow migrations applied again");
+}
+
+/// A deadlock or lock wait the database resolved by rolling a transaction back, or SQLite's busy.
+fn lost_a_lock_conflict(e: &diesel::result::Error) -> bool {
+    match e {
+        diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::SerializationFailure,
+            _,
+        ) => true,
+        diesel::result::Error::DatabaseError(_, info) => [
+            "deadlock",
+            "Deadlock",
+            "Lock wait timeout",
+            "database is locked",
+        ]
+        .iter()
+        .any(|m| info.message().contains(m)),
+        _ => false,
+    }
+}
