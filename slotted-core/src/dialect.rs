@@ -35,6 +35,15 @@ pub enum Dialect {
 }
 
 impl Dialect {
+    /// `ident` quoted as an identifier: `"posts"`, or `` `posts` `` on MySQL (DDL and the
+    /// fragments of SQL text slotted writes outside Diesel's `push_identifier`).
+    pub(crate) fn quote(self, ident: &str) -> String {
+        match self {
+            Dialect::Mysql => format!("`{}`", ident.replace('`', "``")),
+            Dialect::Sqlite | Dialect::Postgres => format!("\"{}\"", ident.replace('"', "\"\"")),
+        }
+    }
+
     /// The lowercase name used in folder names and messages.
     pub fn name(self) -> &'static str {
         match self {

@@ -27,6 +27,47 @@ pub struct FollowSpec {
     pub filter: &'static [(&'static str, bool)],
 }
 
+/// The most characters an identifier may have on every backend (PostgreSQL: 63).
+const MAX_IDENTIFIER: usize = 63;
+
+/// The name suffixes of MySQL's and SQLite's triggers, one per row event (PostgreSQL has one
+/// trigger for all three, named without a suffix).
+pub(crate) const TRIGGER_EVENTS: [&str; 3] = ["insert", "update", "delete"];
+
+/// The name of a trigger (and PostgreSQL's trigger function) of the counter table
+/// `counter_table`: `slotted_follow_{counter table}`, with `_{suffix}` (an event) when
+/// `suffix` is not empty; shortened with a hash when it would be longer than every backend
+/// takes.
+pub(crate) fn trigger_name(counter_table: &str, suffix: &str) -> String {
+    let name = if suffix.is_empty() {
+        format!("slotted_follow_{counter_table}")
+    } else {
+        format!("slotted_follow_{counter_table}_{suffix}")
+    };
+    if name.len() <= MAX_IDENTIFIER {
+        return name;
+    }
+    let hash = crate::table::stable_hash(name.as_bytes());
+    let mut cut = MAX_IDENTIFIER - 17;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}_{hash:016x}", &name[..cut])
+}
+
+/// The names of the counter table's triggers on its child table, on `dialect`'s terms: one on
+/// PostgreSQL, one per event elsewhere.
+pub(crate) fn trigger_names(counter_table: &str, one_for_all_events: bool) -> Vec<String> {
+    if one_for_all_events {
+        vec![trigger_name(counter_table, "")]
+    } else {
+        TRIGGER_EVENTS
+            .iter()
+            .map(|event| trigger_name(counter_table, event))
+            .collect()
+    }
+}
+
 impl FollowSpec {
     /// The condition under which a child row counts, on the row `alias` (`NEW`, `OLD`, or a
     /// table alias), with identifiers quoted by `quote`: `NEW."post_id" IS NOT NULL AND

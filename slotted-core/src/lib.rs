@@ -77,7 +77,7 @@ pub use migration::CounterMigrations;
 pub use slot::SlotStrategy;
 pub use table::{
     AdoptingCounterTable, BucketWidth, BucketedCounterTable, CacheSpec, CachedCounterTable,
-    CounterSpec, CounterTable, PrefilledCounterTable, SlottedModel, Storage,
+    CounterSpec, CounterTable, FollowingCounterTable, PrefilledCounterTable, SlottedModel, Storage,
     DEFAULT_MAX_KEY_LENGTH, MAX_BUCKETED_KEY_LENGTH, MAX_KEY_LENGTH, MAX_SLOTS, SHARED_TABLE,
 };
 
@@ -292,5 +292,6 @@ pub mod __private {
     impl crate::BucketedCounterTable for InvalidCounter {}
     impl crate::CachedCounterTable for InvalidCounter {}
     impl crate::AdoptingCounterTable for InvalidCounter {}
+    impl crate::FollowingCounterTable for InvalidCounter {}
     impl crate::PrefilledCounterTable for InvalidCounter {}
 }

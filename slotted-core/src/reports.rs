@@ -158,3 +158,47 @@ impl std::fmt::Display for Committed {
         }
     }
 }
+
+/// What verifying (and repairing) a counter that follows a child table found: each record's
+/// count set against its child rows, read in one snapshot per page of records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FollowReport {
+    /// Records whose count was set against their child rows (every record with slot rows or
+    /// counted child rows).
+    pub records: u64,
+    /// Records whose count differed from what their child rows add up to.
+    pub drifted: u64,
+    /// The first [`FollowReport::SAMPLE`] of them.
+    pub drift: Vec<Drift>,
+    /// Records whose count was repaired (`repair_follow_all`): the difference added to one
+    /// slot, so that the count equals the child rows again.
+    pub repaired: u64,
+    /// The counter's triggers on the child table that exist and are enabled.
+    pub triggers_enabled: u64,
+    /// The triggers the counter's migration creates (PostgreSQL: 1, MySQL and SQLite: 3, one
+    /// per event). Fewer enabled: the count no longer follows every change of the child table.
+    pub triggers_expected: u64,
+}
+
+impl FollowReport {
+    /// How many drifting records [`FollowReport::drift`] lists.
+    pub const SAMPLE: usize = 100;
+
+    /// Whether every record's count equals its child rows and every trigger is there and
+    /// enabled.
+    pub fn is_exact(&self) -> bool {
+        self.drifted == self.repaired && self.triggers_enabled == self.triggers_expected
+    }
+}
+
+/// One record whose count differed from its child rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drift {
+    /// The record's key, as `Debug` shows it.
+    pub key: String,
+    /// What its slots held.
+    pub counted: i64,
+    /// What its child rows add up to.
+    pub child_rows: i64,
+}

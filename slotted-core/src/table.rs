@@ -132,6 +132,14 @@ impl CacheSpec {
     }
 }
 
+/// FNV-1a, 64 bit: fixed forever, unlike `std`'s hasher. Migration versions and the names of
+/// a followed table's triggers derive from it.
+pub(crate) fn stable_hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 impl CounterSpec {
     /// The SQL types of the key columns: the key's, but one BIGINT in the shared table.
     pub fn key_column_kinds(&self) -> &'static [KeyKind] {
@@ -197,6 +205,16 @@ pub trait BucketedCounterTable: CounterTable {}
     note = "declare `prefill` in its attribute: `#[slotted(counter = likes, slots = 16, prefill)]`"
 )]
 pub trait PrefilledCounterTable: CounterTable {}
+
+/// A counter that follows a child table: implemented by the derive for counters declared with
+/// `follow = …`, so that verifying and repairing against the child rows exist only where there
+/// are child rows.
+#[diagnostic::on_unimplemented(
+    message = "the counter `{Self}` follows no child table",
+    label = "declared without `follow`",
+    note = "declare the child table and its column that holds this model's key: `#[slotted(counter = comments, slots = 16, follow = comments(post_id))]`"
+)]
+pub trait FollowingCounterTable: CounterTable {}
 
 /// A model with slotted counters: implemented by `#[derive(SlottedCounter)]`.
 pub trait SlottedModel {

@@ -165,6 +165,31 @@ impl Report for crate::reports::RefreshReport {
     }
 }
 
+impl Report for crate::reports::FollowReport {
+    fn report(&self) {
+        record!("rows", self.records);
+        #[cfg(feature = "tracing")]
+        if self.is_exact() {
+            tracing::info!(
+                records = self.records,
+                drifted = self.drifted,
+                repaired = self.repaired,
+                "slotted: follow verify report"
+            );
+        } else {
+            tracing::warn!(
+                records = self.records,
+                drifted = self.drifted,
+                repaired = self.repaired,
+                triggers_enabled = self.triggers_enabled,
+                triggers_expected = self.triggers_expected,
+                drift = ?self.drift.iter().take(10).collect::<Vec<_>>(),
+                "slotted: a counter that follows a child table drifted from it"
+            );
+        }
+    }
+}
+
 /// Reports a transaction rolled back and about to run again.
 #[cfg(feature = "tracing")]
 pub(crate) fn retrying<E: std::fmt::Display>(

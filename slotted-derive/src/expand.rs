@@ -466,7 +466,10 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
         let prefilled = prefill.then(
             || quote!(#[automatically_derived] impl #krate::PrefilledCounterTable for #ty {}),
         );
-        quote!(#bucketed #prefilled #cache_impl #adopt_impl)
+        let following = counter.follow.as_ref().map(
+            |_| quote!(#[automatically_derived] impl #krate::FollowingCounterTable for #ty {}),
+        );
+        quote!(#bucketed #prefilled #cache_impl #adopt_impl #following)
     };
     let declaration = declare_table(model, counter, &sql_types);
     // A composite key is built from the record's fields; a one-column key is borrowed.

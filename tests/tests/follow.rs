@@ -15,6 +15,7 @@ backend_tests!(
     the_rows_already_there_are_counted_once,
     concurrent_writers_beside_compaction_count_exactly,
     the_removal_drops_the_triggers_and_nothing_else,
+    verify_reports_drift_and_missing_triggers_and_repair_fixes_them,
 );
 
 const POSTS: [i32; 5] = [1, 2, 3, 4, 5];
@@ -284,6 +285,12 @@ fn concurrent_writers_beside_compaction_count_exactly<C: TestConnection>(test: &
                 forum::authors_comments_slots::table
                     .compact_all(16, &mut conn)
                     .expect("compaction beside the writers");
+                // Beside writers, a page's one snapshot sees a child row and its count
+                // together: no drift, ever.
+                let report = forum::forum_posts_comments_slots::table
+                    .verify_follow_all(2, &mut conn)
+                    .expect("verify beside the writers");
+                assert!(report.is_exact() && report.drifted == 0, "{report:?}");
                 passes += 1;
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
@@ -411,5 +418,118 @@ fn lost_a_lock_conflict(e: &diesel::result::Error) -> bool {
         .iter()
         .any(|m| info.message().contains(m)),
         _ => false,
+    }
+}
+
+fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    migrate(&mut conn);
+    for i in 0..20 {
+        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
+    }
+    let posts = forum::forum_posts_comments_slots::table;
+    let report = posts.verify_follow_all(2, &mut conn).unwrap();
+    assert_eq!(
+        (
+            report.records,
+            report.drifted,
+            report.triggers_enabled,
+            report.triggers_expected
+        ),
+        (
+            5,
+            0,
+            report.triggers_expected,
+            if C::NAME == "postgres" { 1 } else { 3 }
+        ),
+        "{report:?}"
+    );
+    assert!(report.is_exact(), "{report:?}");
+
+    // Counts written behind the triggers' back: post 2 gains 5, post 4 loses 3, and post 6,
+    // which has no comment, gets a count.
+    run(&mut conn, "UPDATE forum_posts_comments_slots SET count = count + 5 WHERE record_id = 2 AND slot = (SELECT MIN(slot) FROM (SELECT slot FROM forum_posts_comments_slots WHERE record_id = 2) AS s)");
+    run(&mut conn, "INSERT INTO forum_posts_comments_slots (record_id, slot, count) VALUES (4, 15, -3), (6, 3, 7)");
+    let report = posts.verify_follow_all(2, &mut conn).unwrap();
+    assert_eq!(
+        (report.records, report.drifted, report.repaired),
+        (6, 3, 0),
+        "{report:?}"
+    );
+    let drift: Vec<(String, i64, i64)> = report
+        .drift
+        .iter()
+        .map(|d| (d.key.clone(), d.counted, d.child_rows))
+        .collect();
+    assert_eq!(
+        drift,
+        [
+            ("2".to_owned(), 9, 4),
+            ("4".to_owned(), 1, 4),
+            ("6".to_owned(), 7, 0)
+        ],
+        "{report:?}"
+    );
+    assert!(!report.is_exact());
+    let repaired = posts.repair_follow_all(2, &mut conn).unwrap();
+    assert_eq!(
+        (repaired.drifted, repaired.repaired),
+        (3, 3),
+        "{repaired:?}"
+    );
+    assert!(repaired.is_exact(), "{repaired:?}");
+    assert_exact(&mut conn, "the repair");
+    assert_eq!(posts.verify_follow_all(100, &mut conn).unwrap().drifted, 0);
+
+    // A trigger gone (MySQL and SQLite can only drop one) or disabled (PostgreSQL) for a bulk
+    // load: the report says so, and the counts drift.
+    match C::NAME {
+        "postgres" => run(&mut conn, "ALTER TABLE comments DISABLE TRIGGER USER"),
+        _ => run(
+            &mut conn,
+            "DROP TRIGGER slotted_follow_forum_posts_comments_slots_insert",
+        ),
+    }
+    for _ in 0..3 {
+        insert_comment(&mut conn, Some(1), 1);
+    }
+    let report = posts.verify_follow_all(100, &mut conn).unwrap();
+    assert_eq!(
+        report.triggers_enabled + 1,
+        report.triggers_expected,
+        "{report:?}"
+    );
+    assert_eq!(
+        report.drifted, 1,
+        "post 1 drifted by the 3 comments: {report:?}"
+    );
+    assert_eq!(
+        (report.drift[0].counted + 3, report.drift[0].child_rows),
+        (report.drift[0].child_rows, report.drift[0].child_rows)
+    );
+    assert!(!report.is_exact());
+    if C::NAME == "postgres" {
+        // Triggers back on, the bulk load's counts repaired: exact again, and counting.
+        run(&mut conn, "ALTER TABLE comments ENABLE TRIGGER USER");
+        let repaired = posts.repair_follow_all(100, &mut conn).unwrap();
+        assert!(
+            repaired.is_exact() && repaired.repaired == 1,
+            "{repaired:?}"
+        );
+        // Every trigger of the table was off: the authors' counters drifted too.
+        for repaired in [
+            forum::authors_comments_slots::table.repair_follow_all(100, &mut conn),
+            forum::authors_local_comments_slots::table.repair_follow_all(100, &mut conn),
+        ] {
+            let repaired = repaired.unwrap();
+            assert!(
+                repaired.is_exact() && repaired.repaired == 1,
+                "{repaired:?}"
+            );
+        }
+        insert_comment(&mut conn, Some(1), 1);
+        assert_exact(&mut conn, "triggers back on and the drift repaired");
     }
 }

@@ -252,6 +252,79 @@ pub trait CounterMaintenance: CounterTable {
         })
     }
 
+    /// Sets every record's count against what its child rows add up to (a counter that
+    /// follows a child table), in pages of `batch` records, each page one statement and so one
+    /// snapshot of both: beside writers, a difference is drift the triggers did not see
+    /// (triggers disabled or dropped for a bulk load, rows written behind them), never a write
+    /// in flight. Also says whether the counter's triggers are there and enabled. Writes
+    /// nothing; [`repair_follow_all`](Self::repair_follow_all) fixes what it finds. Reads every
+    /// child row and slot row once: run it as counter_culture's users run `fix_counts`, on a
+    /// schedule and after bulk loads, not on every request.
+    fn verify_follow_all<C: CounterConnection>(
+        self,
+        batch: usize,
+        conn: &mut C,
+    ) -> Result<FollowReport>
+    where
+        Self: FollowingCounterTable,
+    {
+        table_call::<Self, _, _>("verify_follow_all", conn, |exec| {
+            run_now(follow::verify_all::<Self, _>(exec, batch, false))
+        })
+    }
+
+    /// [`verify_follow_all`](Self::verify_follow_all) on an async connection (diesel-async,
+    /// bb8, deadpool). The future is `Send`.
+    #[cfg(feature = "async")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    fn verify_follow_all_async<C: AsyncCounterConnection>(
+        self,
+        batch: usize,
+        conn: &mut C,
+    ) -> impl Future<Output = Result<FollowReport>> + Send
+    where
+        Self: FollowingCounterTable,
+    {
+        table_call_async::<Self, _>("verify_follow_all_async", async move {
+            follow::verify_all::<Self, _>(&mut AsyncExec(conn), batch, false).await
+        })
+    }
+
+    /// [`verify_follow_all`](Self::verify_follow_all), and each record found drifting gets the
+    /// difference added to its slot 0, so that its count equals its child rows again: an add
+    /// like any writer's, so writers go on meanwhile (what they change moves the count and the
+    /// child rows alike). Run it after the triggers are back (`report.triggers_enabled ==
+    /// report.triggers_expected`), or the drift comes back.
+    fn repair_follow_all<C: CounterConnection>(
+        self,
+        batch: usize,
+        conn: &mut C,
+    ) -> Result<FollowReport>
+    where
+        Self: FollowingCounterTable,
+    {
+        table_call::<Self, _, _>("repair_follow_all", conn, |exec| {
+            run_now(follow::verify_all::<Self, _>(exec, batch, true))
+        })
+    }
+
+    /// [`repair_follow_all`](Self::repair_follow_all) on an async connection (diesel-async,
+    /// bb8, deadpool). The future is `Send`.
+    #[cfg(feature = "async")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    fn repair_follow_all_async<C: AsyncCounterConnection>(
+        self,
+        batch: usize,
+        conn: &mut C,
+    ) -> impl Future<Output = Result<FollowReport>> + Send
+    where
+        Self: FollowingCounterTable,
+    {
+        table_call_async::<Self, _>("repair_follow_all_async", async move {
+            follow::verify_all::<Self, _>(&mut AsyncExec(conn), batch, true).await
+        })
+    }
+
     /// Refreshes the cache column of every row of the model's table, in pages of `batch` keys.
     fn refresh_cache_all<C: CounterConnection>(
         self,

@@ -9,6 +9,7 @@
 mod adopt;
 mod calls;
 mod fold;
+mod follow;
 pub(crate) mod pace;
 
 use std::time::{Duration, SystemTime};
@@ -19,14 +20,16 @@ use crate::exec::sync::{run_now, SyncExec};
 use crate::exec::Exec;
 use crate::handle::Counter;
 use crate::key::KeyValue;
-pub use crate::reports::{Committed, CompactionReport, MoveReport, RecordFailure, RefreshReport};
+pub use crate::reports::{
+    Committed, CompactionReport, Drift, FollowReport, MoveReport, RecordFailure, RefreshReport,
+};
 use crate::retry::RetryPolicy;
 use crate::sql::maintenance::{InsertRows, OnConflict, RowCount};
 use crate::sql::read::KeyPage;
 use crate::sql::{Buckets, SlotValue};
 use crate::table::{
     AdoptingCounterTable, BucketedCounterTable, CachedCounterTable, CounterTable,
-    PrefilledCounterTable,
+    FollowingCounterTable, PrefilledCounterTable,
 };
 use crate::CounterConnection;
 #[cfg(feature = "async")]

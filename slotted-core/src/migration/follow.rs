@@ -27,34 +27,16 @@
 //! (and PostgreSQL's trigger function) and nothing else.
 
 use crate::dialect::Dialect;
-use crate::follow::FollowSpec;
+use crate::follow::{trigger_name, FollowSpec, TRIGGER_EVENTS};
 use crate::sql::slot::trigger_slot_sql;
 use crate::table::CounterSpec;
 
 use super::quote;
 
-/// The most characters an identifier may have on every backend (PostgreSQL: 63).
-const MAX_IDENTIFIER: usize = 63;
-
-/// The trigger's (and PostgreSQL's trigger function's) name: `slotted_follow_{counter table}`,
-/// with `_{suffix}` on MySQL, which wants one trigger per event; shortened with a hash when the
-/// name would be longer than every backend takes.
+/// The trigger's (and PostgreSQL's trigger function's) name, `suffix` the event on MySQL and
+/// SQLite (see [`crate::follow::trigger_name`]).
 fn object_name(spec: &CounterSpec, suffix: &str) -> String {
-    let name = if suffix.is_empty() {
-        format!("slotted_follow_{}", spec.table)
-    } else {
-        format!("slotted_follow_{}_{suffix}", spec.table)
-    };
-    if name.len() <= MAX_IDENTIFIER {
-        return name;
-    }
-    let hash = super::fnv1a(name.as_bytes());
-    let keep = MAX_IDENTIFIER - 17;
-    let mut cut = keep;
-    while !name.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}_{hash:016x}", &name[..cut])
+    trigger_name(spec.table, suffix)
 }
 
 /// The migration that makes `spec`'s counter follow its child table: the triggers and the
@@ -81,15 +63,12 @@ fn drop_triggers(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> S
             trigger = q(&object_name(spec, "")),
             child = q(follow.table),
         ),
-        Dialect::Mysql | Dialect::Sqlite => EVENTS
+        Dialect::Mysql | Dialect::Sqlite => TRIGGER_EVENTS
             .iter()
             .map(|event| format!("DROP TRIGGER IF EXISTS {};\n", q(&object_name(spec, event))))
             .collect(),
     }
 }
-
-/// The name suffixes of MySQL's and SQLite's triggers, one per row event.
-const EVENTS: [&str; 3] = ["insert", "update", "delete"];
 
 /// `INSERT INTO t (record_id…, slot, count) SELECT <key of alias>, 0, SUM(delta) FROM child
 /// WHERE <counts> GROUP BY <key> HAVING SUM(delta) <> 0`: the counts of the rows already there,
@@ -450,7 +429,7 @@ mod tests {
     fn long_names_are_shortened_within_every_backends_limit() {
         let long = "a_counter_table_whose_name_is_long_enough_to_pass_the_limit_slots";
         let name = object_name(&spec(long), "update");
-        assert!(name.len() <= MAX_IDENTIFIER, "{name}");
+        assert!(name.len() <= 63, "{name}");
         assert_ne!(name, object_name(&spec(long), "insert"));
     }
 

@@ -223,7 +223,7 @@ pub fn migration_version(spec: &CounterSpec) -> String {
 }
 
 fn hashed_version(table: &str, layout: &str) -> String {
-    let hash = fnv1a(format!("{table}{layout}").as_bytes());
+    let hash = crate::table::stable_hash(format!("{table}{layout}").as_bytes());
     format!("slotted{hash:016x}")
 }
 
@@ -242,21 +242,14 @@ fn follow_version(spec: &CounterSpec, follow: &FollowSpec) -> String {
         follow.filter,
         spec.slots
     );
-    format!("slottedz{:016x}", fnv1a(definition.as_bytes()))
-}
-
-/// FNV-1a, 64 bit: fixed forever, unlike `std`'s hasher (versions and names derive from it).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    format!(
+        "slottedz{:016x}",
+        crate::table::stable_hash(definition.as_bytes())
+    )
 }
 
 fn quote(dialect: Dialect, ident: &str) -> String {
-    match dialect {
-        Dialect::Mysql => format!("`{}`", ident.replace('`', "``")),
-        Dialect::Sqlite | Dialect::Postgres => format!("\"{}\"", ident.replace('"', "\"\"")),
-    }
+    dialect.quote(ident)
 }
 
 /// The `CREATE TABLE` of a counter table on one backend.

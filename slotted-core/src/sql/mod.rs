@@ -18,6 +18,7 @@ pub(crate) mod adopt;
 pub(crate) mod compact;
 pub(crate) mod diagnostics;
 pub(crate) mod flush;
+pub(crate) mod follow;
 pub(crate) mod json_table;
 pub(crate) mod maintenance;
 pub(crate) mod read;

@@ -51,6 +51,8 @@ impl ::slotted_core::CounterTable for posts_comments_slots::table {
     };
 }
 #[automatically_derived]
+impl ::slotted_core::FollowingCounterTable for posts_comments_slots::table {}
+#[automatically_derived]
 #[allow(dead_code)]
 impl Post {
     ///The `comments` counter of this record (16 slots).
@@ -126,6 +128,8 @@ impl ::slotted_core::CounterTable for posts_score_slots::table {
         }),
     };
 }
+#[automatically_derived]
+impl ::slotted_core::FollowingCounterTable for posts_score_slots::table {}
 #[automatically_derived]
 #[allow(dead_code)]
 impl Post {

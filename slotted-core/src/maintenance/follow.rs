@@ -1,0 +1,107 @@
+//! Verify and repair of a counter that follows a child table: each record's count set against
+//! what its child rows add up to, a page of records at a time, each page one statement (one
+//! snapshot of both: a trigger writes a child row and its count in one transaction, so a
+//! difference is drift, never a writer in flight). Drift comes from changes the triggers did
+//! not see: triggers disabled for a bulk load (PostgreSQL's `session_replication_role =
+//! replica` does that too), dropped, or rows written before they existed by another path.
+//!
+//! The repair adds each record's difference to its slot 0: an add like any writer's, so writers
+//! go on meanwhile, and what they change moves the count and the child rows alike.
+
+use std::marker::PhantomData;
+
+use super::*;
+use crate::count::parse_total;
+use crate::dialect::{CounterBackend, Dialect};
+
+use crate::follow::trigger_names;
+use crate::key::RawKey;
+use crate::reports::{Drift, FollowReport};
+use crate::sql::follow::{EnabledTriggers, VerifyPage, VerifyRow};
+use crate::sql::write::AddToSlot;
+use crate::sql::{ByText, Sum};
+
+/// Verifies every record of `T` (a counter that follows a child table), in pages of `batch`
+/// records, and with `repair` adds each difference found to the record's slot 0.
+pub(super) async fn verify_all<T: CounterTable, E: Exec>(
+    exec: &mut E,
+    batch: usize,
+    repair: bool,
+) -> Result<FollowReport> {
+    let spec = &T::SPEC;
+    let Some(follow) = &spec.follow else {
+        return Ok(FollowReport::default());
+    };
+    if repair {
+        refuse_read_only(exec, spec).await?;
+    }
+    let names = trigger_names(spec.table, E::Backend::DIALECT == Dialect::Postgres);
+    let mut report = FollowReport {
+        triggers_expected: names.len() as u64,
+        ..FollowReport::default()
+    };
+    let enabled = exec
+        .load::<_, Sum>(EnabledTriggers {
+            child: follow.table,
+            names,
+        })
+        .await
+        .map_err(|e| database_error(spec, e))?;
+    report.triggers_enabled = enabled
+        .first()
+        .and_then(|sum| sum.0.as_deref())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    let limit = i64::try_from(batch.clamp(1, MAX_PAGE)).unwrap_or(1);
+    let mut after: Option<RawKey> = None;
+    loop {
+        let page = VerifyPage {
+            spec,
+            follow,
+            after: after.as_ref().map(RawKey::as_value),
+            limit,
+        };
+        let rows: Vec<VerifyRow> = crate::exec::load_keyed(exec, page, spec.key_column_kinds())
+            .await
+            .map_err(|e| database_error(spec, e))?;
+        for row in &rows {
+            report.records += 1;
+            let counted = parse_total(spec, &row.key, row.have.0.clone())?;
+            let child_rows = parse_total(spec, &row.key, row.want.0.clone())?;
+            if counted == child_rows {
+                continue;
+            }
+            report.drifted += 1;
+            if report.drift.len() < FollowReport::SAMPLE {
+                report.drift.push(Drift {
+                    key: format!("{:?}", row.key),
+                    counted,
+                    child_rows,
+                });
+            }
+            if repair {
+                let Some(delta) = child_rows.checked_sub(counted) else {
+                    continue;
+                };
+                exec.execute(AddToSlot {
+                    spec,
+                    key: row.key.as_value(),
+                    bucket: 0,
+                    slot: SlotValue::Bound(0),
+                    delta,
+                    cache: PhantomData::<ByText>,
+                })
+                .await
+                .map_err(|e| database_error(spec, e))?;
+                report.repaired += 1;
+            }
+        }
+        if rows.len() < limit as usize {
+            return Ok(report);
+        }
+        after = rows.last().map(|row| row.key.clone());
+    }
+}
+
+/// The most records a verify page reads.
+const MAX_PAGE: usize = 10_000;

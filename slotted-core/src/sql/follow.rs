@@ -1,0 +1,164 @@
+//! The statements of a counter that follows a child table, beyond its triggers (which are DDL,
+//! in `migration/follow.rs`): the verify page, which sets each record's count against the child
+//! rows, and the check that the triggers are there and enabled.
+
+use diesel::deserialize;
+use diesel::query_builder::{AstPass, QueryFragment};
+use diesel::row::NamedRow;
+use diesel::QueryResult;
+
+use super::{
+    push_columns, push_key_after, read_key, statement, varies_with_batch, FromCounterRow, Sum,
+    COUNT,
+};
+use crate::dialect::{CounterBackend, Dialect};
+use crate::follow::FollowSpec;
+use crate::key::{KeyValue, RawKey};
+use crate::table::CounterSpec;
+
+const HAVE: &str = "slotted_have";
+const WANT: &str = "slotted_want";
+
+/// A page of records, after `after` in key order, each with what its slots hold and what its
+/// child rows add up to, from one statement, so one snapshot sees both (a trigger writes a
+/// child row and its count in one transaction): a difference is drift, never a writer in
+/// flight.
+///
+/// `SELECT record_id…, CAST(SUM(slotted_have) AS TEXT), CAST(SUM(slotted_want) AS TEXT) FROM
+/// (SELECT record_id…, count, 0 FROM t WHERE <after> UNION ALL SELECT k…, 0, <delta> FROM child
+/// WHERE <after> AND <counts>) AS slotted_verify GROUP BY record_id… ORDER BY record_id… LIMIT n`
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VerifyPage<'a> {
+    pub spec: &'a CounterSpec,
+    pub follow: &'a FollowSpec,
+    pub after: Option<KeyValue<'a>>,
+    pub limit: i64,
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for VerifyPage<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        let columns = self.spec.key_columns();
+        let text = match DB::DIALECT {
+            Dialect::Mysql => "CHAR",
+            Dialect::Sqlite | Dialect::Postgres => "TEXT",
+        };
+        out.push_sql("SELECT ");
+        push_columns(&mut out, columns, None)?;
+        out.push_sql(&format!(
+            ", CAST(SUM({HAVE}) AS {text}) AS {HAVE}, CAST(SUM({WANT}) AS {text}) AS {WANT} FROM (SELECT "
+        ));
+        push_columns(&mut out, columns, None)?;
+        out.push_sql(", ");
+        out.push_identifier(COUNT)?;
+        out.push_sql(&format!(" AS {HAVE}, 0 AS {WANT} FROM "));
+        out.push_identifier(self.spec.table)?;
+        if let Some(after) = &self.after {
+            out.push_sql(" WHERE ");
+            push_key_after(&mut out, columns, after)?;
+        }
+        out.push_sql(" UNION ALL SELECT ");
+        let quote = |ident: &str| DB::DIALECT.quote(ident);
+        let child = quote(self.follow.table);
+        for (i, (key, column)) in self.follow.key_columns.iter().zip(columns).enumerate() {
+            if i > 0 {
+                out.push_sql(", ");
+            }
+            out.push_sql(&format!("{child}.{} AS ", quote(key)));
+            out.push_identifier(column)?;
+        }
+        out.push_sql(&format!(
+            ", 0 AS {HAVE}, {} AS {WANT} FROM {child} WHERE ",
+            self.follow.delta_sql(&child, quote)
+        ));
+        if let Some(after) = &self.after {
+            push_key_after(&mut out, self.follow.key_columns, after)?;
+            out.push_sql(" AND ");
+        }
+        out.push_sql(&self.follow.counts_sql(&child, quote));
+        out.push_sql(") AS slotted_verify GROUP BY ");
+        push_columns(&mut out, columns, None)?;
+        out.push_sql(" ORDER BY ");
+        push_columns(&mut out, columns, None)?;
+        out.push_sql(" LIMIT ");
+        DB::push_big_int(&mut out, &self.limit)
+    }
+}
+
+statement!(by_text: VerifyPage);
+
+/// A row of [`VerifyPage`]: a record's key, what its slots hold, what its child rows add.
+#[derive(Debug, Clone)]
+pub(crate) struct VerifyRow {
+    pub key: RawKey,
+    pub have: Sum,
+    pub want: Sum,
+}
+
+impl FromCounterRow for VerifyRow {
+    fn from_row<'a, DB: CounterBackend>(row: &impl NamedRow<'a, DB>) -> deserialize::Result<Self> {
+        Ok(VerifyRow {
+            key: read_key(row)?,
+            have: Sum(DB::read_nullable_text(row, HAVE)?),
+            want: Sum(DB::read_nullable_text(row, WANT)?),
+        })
+    }
+    fn key_mut(&mut self) -> &mut RawKey {
+        &mut self.key
+    }
+}
+
+/// How many of the counter's triggers exist on the child table and are enabled, as the text of
+/// one `slotted_total`: all of `names` when all is well (PostgreSQL: one trigger for every event;
+/// MySQL and SQLite: one per event). MySQL cannot disable a trigger, only drop it;
+/// PostgreSQL's `ALTER TABLE … DISABLE TRIGGER` leaves it in `pg_trigger` with
+/// `tgenabled = 'D'`; SQLite has neither.
+#[derive(Debug, Clone)]
+pub(crate) struct EnabledTriggers<'a> {
+    pub child: &'a str,
+    pub names: Vec<String>,
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        out.push_sql(match DB::DIALECT {
+            Dialect::Postgres => {
+                "SELECT CAST(COUNT(*) AS TEXT) AS slotted_total FROM pg_trigger t \
+                 JOIN pg_class c ON c.oid = t.tgrelid \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = ANY (current_schemas(false)) AND t.tgenabled <> 'D' \
+                 AND c.relname = "
+            }
+            Dialect::Mysql => {
+                "SELECT CAST(COUNT(*) AS CHAR) AS slotted_total FROM information_schema.triggers \
+                 WHERE trigger_schema = DATABASE() AND event_object_table = "
+            }
+            Dialect::Sqlite => {
+                "SELECT CAST(COUNT(*) AS TEXT) AS slotted_total FROM sqlite_master WHERE type = 'trigger' \
+                 AND tbl_name = "
+            }
+        });
+        DB::push_text(&mut out, self.child)?;
+        out.push_sql(match DB::DIALECT {
+            Dialect::Postgres => " AND t.tgname IN (",
+            Dialect::Mysql => " AND trigger_name IN (",
+            Dialect::Sqlite => " AND name IN (",
+        });
+        for (i, name) in self.names.iter().enumerate() {
+            if i > 0 {
+                out.push_sql(", ");
+            }
+            DB::push_text(&mut out, name)?;
+        }
+        out.push_sql(")");
+        Ok(())
+    }
+}
+
+impl diesel::query_builder::QueryId for EnabledTriggers<'_> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl<Conn> diesel::RunQueryDsl<Conn> for EnabledTriggers<'_> {}
