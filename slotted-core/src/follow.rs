@@ -16,8 +16,12 @@ pub struct FollowSpec {
     pub table: &'static str,
     /// The child's columns that hold the parent's key, in the order of the counter table's
     /// `record_id`, `record_id_2`…: e.g. `["post_id"]`. A row whose key column is `NULL`
-    /// counts for no record.
+    /// counts for no record. Empty for a counter of one record ([`FollowSpec::record`]).
     pub key_columns: &'static [&'static str],
+    /// The one record every child row counts for (`follow = comments, record = 1`): a
+    /// site-wide counter, whose parent is no column of the child row. `None` when the child's
+    /// `key_columns` name each row's parent.
+    pub record: Option<i64>,
     /// What a child row adds: `None`, 1 (a count of rows); `Some(column)`, the value of that
     /// integer column (a sum; `NULL` adds 0).
     pub sum: Option<&'static str>,
@@ -86,7 +90,27 @@ impl FollowSpec {
                 format!("{alias}.{column} IS NOT TRUE")
             }
         }));
+        if conditions.is_empty() {
+            return "TRUE".to_owned();
+        }
         conditions.join(" AND ")
+    }
+
+    /// The parent key of the row `alias`, one SQL expression per key column: its key columns
+    /// (`NEW."post_id"`), or the one record's key.
+    pub(crate) fn parent_key_sql(
+        &self,
+        alias: &str,
+        quote: impl Fn(&str) -> String,
+    ) -> Vec<String> {
+        match self.record {
+            Some(record) => vec![record.to_string()],
+            None => self
+                .key_columns
+                .iter()
+                .map(|column| format!("{alias}.{}", quote(column)))
+                .collect(),
+        }
     }
 
     /// What a child row adds, on the row `alias`: `1`, or `COALESCE(NEW."score", 0)`.
@@ -122,9 +146,12 @@ impl FollowSpec {
 #[diagnostic::on_unimplemented(
     message = "the child's key column is `{Self}`, but the counter is keyed by `{K}`",
     label = "this column of the child table must hold the parent's key",
-    note = "name the child's column that holds the parent's primary key, of the same SQL type (or its `Nullable`): `follow = comments(post_id)` with `post_id -> Integer` for an `i32` key"
+    note = "name the child's column that holds this model's key, declared in the child's `table!` as the key's SQL type or its `Nullable`: `follow = comments(post_id)` with `post_id -> Integer` (or `Nullable<Integer>`) for an `i32` key"
 )]
-pub trait FollowKeyColumn<K> {}
+pub trait FollowKeyColumn<K> {
+    /// Read by the derive's expansion, so that a column of another type fails there.
+    const CHECKED: () = ();
+}
 
 impl<K> FollowKeyColumn<K> for K {}
 impl<K> FollowKeyColumn<K> for Nullable<K> {}
@@ -132,11 +159,14 @@ impl<K> FollowKeyColumn<K> for Nullable<K> {}
 /// The SQL types a summed column may have (`sum = score`): an integer, nullable or not.
 #[doc(hidden)]
 #[diagnostic::on_unimplemented(
-    message = "`sum` adds an integer column, not `{Self}`",
+    message = "`sum` adds an integer column, not a `{Self}` column",
     label = "the column `sum` names",
-    note = "name a `SmallInt`, `Integer` or `BigInt` column of the child table (nullable or not: `NULL` adds 0)"
+    note = "name a `SmallInt`, `Integer` or `BigInt` column of the child table (nullable or not: `NULL` adds 0): `follow = post_votes(post_id), sum = score` with `score -> SmallInt`; to count the rows, leave `sum` out"
 )]
-pub trait SummedColumn {}
+pub trait SummedColumn {
+    /// Read by the derive's expansion, so that a column of another type fails there.
+    const CHECKED: () = ();
+}
 
 impl SummedColumn for SmallInt {}
 impl SummedColumn for Integer {}
@@ -153,54 +183,43 @@ impl SummedColumn for Nullable<BigInt> {}
     label = "the column in `filter(…)`",
     note = "name a `Bool` column of the child table: `filter(local)` counts rows where it is true, `filter(not(deleted))` rows where it is not"
 )]
-pub trait FilterColumn {}
+pub trait FilterColumn {
+    /// Read by the derive's expansion, so that a column of another type fails there.
+    const CHECKED: () = ();
+}
 
 impl FilterColumn for Bool {}
 impl FilterColumn for Nullable<Bool> {}
 
-/// The child's columns: each a column of the child table named in `follow = …(…)`.
+/// The child's columns: each a column of the child table named in `follow = …(…)`, read for
+/// its SQL name and type.
 #[doc(hidden)]
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a column of the child table `{T}`",
     label = "not a column of the table `follow` names",
-    note = "every column of `follow`, `sum` and `filter` belongs to the child table: `follow = comments(post_id), sum = score` needs `comments::post_id` and `comments::score`"
+    note = "every column of `follow`, `sum` and `filter` is a column of the child table's `table!`: `follow = comments(post_id), sum = score` needs `comments::post_id` and `comments::score`"
 )]
-pub trait ChildColumn<T> {}
+pub trait ChildColumn<T> {
+    /// Its SQL name.
+    const NAME: &'static str;
+    /// Its SQL type.
+    type SqlType;
+}
 
-impl<T: diesel::Table, C: diesel::Column<Table = T>> ChildColumn<T> for C {}
+// `do_not_recommend`: a type that is not a column of `T` fails at `ChildColumn` (the message
+// above), not at this impl's bounds, in slotted's source.
+#[diagnostic::do_not_recommend]
+impl<T: diesel::Table, C: diesel::Column<Table = T>> ChildColumn<T> for C {
+    const NAME: &'static str = C::NAME;
+    type SqlType = C::SqlType;
+}
 
-/// The checks the derive's expansion reads each column of a followed table's through: a const
-/// fn per role, whose bounds fail at the user's column when it cannot play it, and which
-/// returns the column's SQL name.
+/// What the derive's expansion reads each column of a followed table through, as projections
+/// (`<<comments::post_id as ChildColumn<comments::table>>::SqlType as FollowKeyColumn<…>>::CHECKED`,
+/// then its `NAME`) rather than calls of generic functions: a column that cannot play its role
+/// fails at the user's column, with the message of the role's trait and no note pointing at a
+/// bound in slotted's source.
 #[doc(hidden)]
 pub mod __check {
-    use super::{ChildColumn, FilterColumn, FollowKeyColumn, SummedColumn};
-    use diesel::Column;
-
-    /// A key column of the child table `T`, of the counter's key column type `K`.
-    pub const fn key_column<T, C, K>() -> &'static str
-    where
-        C: Column + ChildColumn<T>,
-        C::SqlType: FollowKeyColumn<K>,
-    {
-        C::NAME
-    }
-
-    /// The summed column of the child table `T`: an integer.
-    pub const fn summed_column<T, C>() -> &'static str
-    where
-        C: Column + ChildColumn<T>,
-        C::SqlType: SummedColumn,
-    {
-        C::NAME
-    }
-
-    /// A filter column of the child table `T`: a boolean.
-    pub const fn filter_column<T, C>() -> &'static str
-    where
-        C: Column + ChildColumn<T>,
-        C::SqlType: FilterColumn,
-    {
-        C::NAME
-    }
+    pub use super::{ChildColumn, FilterColumn, FollowKeyColumn, SummedColumn};
 }

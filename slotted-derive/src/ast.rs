@@ -593,9 +593,7 @@ fn counter(
         );
     }
     // Reported when wrong; the counter is then declared as following nothing.
-    let follow = crate::follow::checked(attr, key.map(<[KeyType]>::len), errors)
-        .ok()
-        .flatten();
+    let follow = crate::follow::checked(attr, key, errors).ok().flatten();
     let name = name.ok_or(None)?;
     let table = match &attr.table {
         Some(table) => checked_table(table, errors).ok_or_else(|| Some(name.clone()))?,

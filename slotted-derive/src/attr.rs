@@ -25,7 +25,8 @@ const FOLLOW: &str = "follow";
 const SUM: &str = "sum";
 const FILTER: &str = "filter";
 const NOT: &str = "not";
-const KEYS: [&str; 14] = [
+const RECORD: &str = "record";
+const KEYS: [&str; 15] = [
     COUNTER,
     SLOTS,
     TABLE,
@@ -40,6 +41,7 @@ const KEYS: [&str; 14] = [
     FOLLOW,
     SUM,
     FILTER,
+    RECORD,
 ];
 
 pub const COUNTER_FORM: &str =
@@ -82,6 +84,8 @@ pub struct CounterAttr<'a> {
     pub sum: Option<Ident>,
     /// `filter(local, not(deleted))`: the child's boolean columns a row must hold to count.
     pub filter: Option<Vec<FilterAttr>>,
+    /// `record = 1`: the one record every child row counts for (a site-wide counter).
+    pub record: Option<LitInt>,
     /// A key or value was wrong and reported: do not also report missing keys.
     pub invalid: bool,
     /// The attribute's syntax is broken (`counter: likes`) and was reported: only `counter`, if
@@ -116,6 +120,7 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
             follow: None,
             sum: None,
             filter: None,
+            record: None,
             invalid: false,
             broken: false,
         };
@@ -210,6 +215,12 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
                     let value = parse_filter(&meta)?;
                     set_once(errors, &meta, &mut counter.invalid, &mut counter.filter, value)
                 }
+                // Parse #[slotted(record = 1)]
+                RECORD => {
+                    declares_counter = true;
+                    let value = parse_int(&meta, RECORD, "counter = comments, slots = 64, follow = comments, record = 1")?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.record, value)
+                }
                 // Parse #[slotted(crate = my_slotted)]
                 CRATE => {
                     let path: Path = meta.value()?.call(Path::parse_mod_style).map_err(|e| {
@@ -232,7 +243,7 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
                     errors.at(
                         &meta.path,
                         format_args!("unknown key `{key}` in #[slotted]"),
-                        format_args!("{suggestion}#[slotted] takes `counter`, `slots`, `table`, `max_key_length`, `strategy`, `bucket`, `prefill`, `cache`, `adopt`, `storage`, `follow`, `sum`, `filter` and `crate`"),
+                        format_args!("{suggestion}#[slotted] takes `counter`, `slots`, `table`, `max_key_length`, `strategy`, `bucket`, `prefill`, `cache`, `adopt`, `storage`, `follow`, `sum`, `filter`, `record` and `crate`"),
                     );
                     counter.invalid = true;
                     skip_value(&meta)
@@ -358,10 +369,12 @@ fn parse_follow(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Result<FollowAtt
     }
     let table = input.call(Ident::parse_any)?;
     if !input.peek(syn::token::Paren) {
-        return Ok(Err(syn::Error::new(
-            table.span(),
-            format!("`follow` names the child table's column that holds this model's key, in parentheses\n\nhelp: {FOLLOW_FORM}"),
-        )));
+        // `follow = comments, record = 1`: every row counts for one record (checked with
+        // `record` in follow.rs).
+        return Ok(Ok(FollowAttr {
+            table,
+            key_columns: Vec::new(),
+        }));
     }
     let content;
     syn::parenthesized!(content in input);

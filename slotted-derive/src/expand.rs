@@ -441,7 +441,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 quote!(#parent::#key_column)
             })
             .collect();
-        let spec = crate::follow::spec(counter.follow.as_ref(), &parent_keys, krate);
+        let spec = crate::follow::spec(counter.follow.as_ref(), &parent_keys, &model.key_ty, krate);
         match counter.follow {
             Some(_) => in_parent_scope(model, spec),
             None => spec,

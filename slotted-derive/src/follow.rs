@@ -8,8 +8,9 @@
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::ext::IdentExt;
-use syn::{Ident, Path};
+use syn::{Ident, LitInt, Path, Type};
 
+use crate::ast::KeyType;
 use crate::attr::{CounterAttr, FOLLOW_FORM};
 use crate::errors::Errors;
 use crate::expand::respan;
@@ -18,6 +19,8 @@ use crate::expand::respan;
 pub struct Follow {
     pub table: Ident,
     pub key_columns: Vec<Ident>,
+    /// `record = 1`: the one record every child row counts for.
+    pub record: Option<LitInt>,
     pub sum: Option<Ident>,
     pub filter: Vec<(Ident, bool)>,
 }
@@ -27,11 +30,20 @@ pub struct Follow {
 /// `Err(())`: reported.
 pub fn checked(
     attr: &CounterAttr<'_>,
-    key_len: Option<usize>,
+    key: Option<&[KeyType]>,
     errors: &mut Errors,
 ) -> Result<Option<Follow>, ()> {
+    let key_len = key.map(<[KeyType]>::len);
     let Some(follow) = &attr.follow else {
         let mut wrong = false;
+        if let Some(record) = &attr.record {
+            errors.at(
+                record,
+                "`record` applies to a counter that follows a child table",
+                "add the table whose every row counts for this record: `follow = comments, record = 1`",
+            );
+            wrong = true;
+        }
         if let Some(sum) = &attr.sum {
             errors.at(
                 sum,
@@ -86,7 +98,42 @@ pub fn checked(
             wrong = true;
         }
     }
-    if let Some(len) = key_len {
+    match (&attr.record, follow.key_columns.is_empty()) {
+        (None, true) => {
+            errors.at(
+                &follow.table,
+                format_args!("`follow = {}` names no column that holds this model's key", follow.table),
+                format_args!(
+                    "{FOLLOW_FORM}; or, for a counter of one record that every row of `{0}` counts for (a site-wide count), give that record's key: `follow = {0}, record = 1`",
+                    follow.table
+                ),
+            );
+            wrong = true;
+        }
+        (Some(record), false) => {
+            errors.at(
+                record,
+                "`record` is for a counter of one record, whose child rows name no parent",
+                format_args!(
+                    "remove `record` (each row of `{0}` counts for the record its columns name), or the columns: `follow = {0}, record = {record}`",
+                    follow.table
+                ),
+            );
+            wrong = true;
+        }
+        (Some(record), true)
+            if key.is_some_and(|k| !matches!(k, [KeyType::I16 | KeyType::I32 | KeyType::I64])) =>
+        {
+            errors.at(
+                record,
+                "`record` names the record of an integer key",
+                "a counter of one record needs a model keyed by one `i16`, `i32` or `i64` column",
+            );
+            wrong = true;
+        }
+        _ => {}
+    }
+    if let (Some(len), false) = (key_len, follow.key_columns.is_empty()) {
         if follow.key_columns.len() != len {
             let columns = if len == 1 {
                 "one column".to_owned()
@@ -129,6 +176,7 @@ pub fn checked(
     Ok(Some(Follow {
         table: follow.table.clone(),
         key_columns: follow.key_columns.clone(),
+        record: attr.record.clone(),
         sum: attr.sum.clone(),
         filter,
     }))
@@ -138,7 +186,12 @@ pub fn checked(
 /// a check of that column, spanned at the user's column: a column the child table lacks, a key
 /// column of another type than `parent_keys` (the model's key columns, as paths), a summed
 /// column that is not an integer or a filter column that is not a boolean fail there.
-pub fn spec(follow: Option<&Follow>, parent_keys: &[TokenStream], krate: &Path) -> TokenStream {
+pub fn spec(
+    follow: Option<&Follow>,
+    parent_keys: &[TokenStream],
+    key_ty: &Type,
+    krate: &Path,
+) -> TokenStream {
     let Some(follow) = follow else {
         return quote!(::core::option::Option::None);
     };
@@ -169,10 +222,20 @@ pub fn spec(follow: Option<&Follow>, parent_keys: &[TokenStream], krate: &Path) 
         quote!((#check, #value))
     });
     let table = child.unraw().to_string();
+    // The record's key, checked to be one of the model's key type (a literal out of its range
+    // is rustc's own error, at the literal).
+    let record = match &follow.record {
+        None => quote!(::core::option::Option::None),
+        Some(record) => {
+            let check = respan(&quote!(const _: #key_ty = #record;), record.span());
+            quote!(::core::option::Option::Some({ #check #record }))
+        }
+    };
     quote! {
         ::core::option::Option::Some(#krate::follow::FollowSpec {
             table: #table,
             key_columns: &[#(#key_columns),*],
+            record: #record,
             sum: #sum,
             filter: &[#(#filter),*],
         })

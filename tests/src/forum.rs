@@ -55,9 +55,27 @@ pub struct Author {
     pub id: i32,
 }
 
+diesel::table! {
+    sites (id) {
+        id -> Integer,
+    }
+}
+
+/// The site: one record, 1, that every comment counts for (Lemmy's `site_aggregates`), and the
+/// local ones.
+#[derive(Debug, Clone, Queryable, SlottedCounter)]
+#[diesel(table_name = sites)]
+#[slotted(counter = comments, slots = 16, follow = comments, record = 1)]
+#[slotted(counter = local_comments, slots = 16, follow = comments, record = 1, filter(local, not(deleted)))]
+pub struct Site {
+    pub id: i32,
+}
+
 /// Every counter of the forum.
 pub fn migrations() -> slotted_core::CounterMigrations {
-    slotted_core::CounterMigrations::of::<ForumPost>().and::<Author>()
+    slotted_core::CounterMigrations::of::<ForumPost>()
+        .and::<Author>()
+        .and::<Site>()
 }
 
 /// The forum's own tables, as the application's migrations would create them.
@@ -69,6 +87,7 @@ pub fn create_tables<C: TestConnection>(conn: &mut C) {
     };
     conn.batch_execute(&format!(
         "CREATE TABLE forum_posts (id INTEGER PRIMARY KEY);
+         CREATE TABLE sites (id INTEGER PRIMARY KEY);
          CREATE TABLE authors (id INTEGER PRIMARY KEY);
          CREATE TABLE comments (
              id {id},

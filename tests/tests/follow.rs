@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use slotted_core::CounterMaintenance;
-use slotted_tests::forum::{self, Author, ForumPost};
+use slotted_tests::forum::{self, Author, ForumPost, Site};
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 
 backend_tests!(
@@ -28,6 +28,7 @@ struct Counts {
     post_score: HashMap<i32, i64>,
     author_comments: HashMap<i32, i64>,
     author_local: HashMap<i32, i64>,
+    site: (i64, i64),
 }
 
 /// What the counts must be: the database's own `COUNT`s and `SUM`s over the child tables.
@@ -73,6 +74,14 @@ fn expected<C: TestConnection>(conn: &mut C) -> Counts {
                  FROM comments WHERE local GROUP BY author_id"
             ),
         ),
+        site: (
+            conn.query_i64(&format!(
+                "SELECT CAST(COUNT(*) AS {int}) AS n FROM comments"
+            )),
+            conn.query_i64(&format!(
+                "SELECT CAST(COUNT(*) AS {int}) AS n FROM comments WHERE local AND NOT deleted"
+            )),
+        ),
     }
 }
 
@@ -83,6 +92,10 @@ fn counted<C: TestConnection>(conn: &mut C) -> Counts {
         post_score: ForumPost::score_totals(&POSTS, conn).unwrap(),
         author_comments: Author::comments_totals(&AUTHORS, conn).unwrap(),
         author_local: Author::local_comments_totals(&AUTHORS, conn).unwrap(),
+        site: (
+            Site::comments_of(1).total(conn).unwrap(),
+            Site::local_comments_of(1).total(conn).unwrap(),
+        ),
     }
 }
 
@@ -368,7 +381,7 @@ fn the_removal_drops_the_triggers_and_nothing_else<C: TestConnection>(test: &str
     migrate(&mut conn);
     insert_comment(&mut conn, Some(1), 1);
     // Revert the follow migrations only (they come last): the counter tables stay.
-    for _ in 0..4 {
+    for _ in 0..6 {
         conn.revert_last_migration(forum::migrations()).unwrap();
     }
     insert_comment(&mut conn, Some(1), 1);
@@ -451,7 +464,11 @@ fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnec
     // Counts written behind the triggers' back: post 2 gains 5, post 4 loses 3, and post 6,
     // which has no comment, gets a count.
     run(&mut conn, "UPDATE forum_posts_comments_slots SET count = count + 5 WHERE record_id = 2 AND slot = (SELECT MIN(slot) FROM (SELECT slot FROM forum_posts_comments_slots WHERE record_id = 2) AS s)");
-    run(&mut conn, "INSERT INTO forum_posts_comments_slots (record_id, slot, count) VALUES (4, 15, -3), (6, 3, 7)");
+    run(&mut conn, "UPDATE forum_posts_comments_slots SET count = count - 3 WHERE record_id = 4 AND slot = (SELECT MIN(slot) FROM (SELECT slot FROM forum_posts_comments_slots WHERE record_id = 4) AS s)");
+    run(
+        &mut conn,
+        "INSERT INTO forum_posts_comments_slots (record_id, slot, count) VALUES (6, 3, 7)",
+    );
     let report = posts.verify_follow_all(2, &mut conn).unwrap();
     assert_eq!(
         (report.records, report.drifted, report.repaired),
@@ -522,6 +539,8 @@ fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnec
         for repaired in [
             forum::authors_comments_slots::table.repair_follow_all(100, &mut conn),
             forum::authors_local_comments_slots::table.repair_follow_all(100, &mut conn),
+            forum::sites_comments_slots::table.repair_follow_all(100, &mut conn),
+            forum::sites_local_comments_slots::table.repair_follow_all(1, &mut conn),
         ] {
             let repaired = repaired.unwrap();
             assert!(

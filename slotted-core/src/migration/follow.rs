@@ -76,17 +76,19 @@ fn drop_triggers(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> S
 fn backfill(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> String {
     let q = |ident: &str| quote(dialect, ident);
     let alias = q(follow.table);
-    let keys: Vec<String> = follow
-        .key_columns
-        .iter()
-        .map(|column| format!("{alias}.{}", q(column)))
-        .collect();
+    let keys = follow.parent_key_sql(&alias, q).join(", ");
     let delta = follow.delta_sql(&alias, q);
+    // One record: one group of every row (an integer literal after GROUP BY would name a
+    // column by its position).
+    let group_by = match follow.record {
+        Some(_) => String::new(),
+        None => format!("GROUP BY {keys}\n"),
+    };
     format!(
         "INSERT INTO {table} ({columns}, {slot}, {count})\n\
          SELECT {keys}, 0, SUM({delta}) FROM {child}\n\
          WHERE {counts}\n\
-         GROUP BY {keys}\n\
+         {group_by}\
          HAVING SUM({delta}) <> 0;\n",
         table = q(spec.table),
         columns = spec
@@ -97,7 +99,6 @@ fn backfill(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> String
             .join(", "),
         slot = q("slot"),
         count = q("count"),
-        keys = keys.join(", "),
         child = q(follow.table),
         counts = follow.counts_sql(&alias, q),
     )
@@ -146,8 +147,11 @@ fn add_to_slot(
 }
 
 /// `OLD.k = NEW.k [AND …]`: the update keeps the row's parent (both rows count, so no key
-/// column is `NULL`).
+/// column is `NULL`). Always true for a counter of one record.
 fn same_parent(follow: &FollowSpec, dialect: Dialect) -> String {
+    if follow.key_columns.is_empty() {
+        return "TRUE".to_owned();
+    }
     follow
         .key_columns
         .iter()
@@ -157,6 +161,17 @@ fn same_parent(follow: &FollowSpec, dialect: Dialect) -> String {
         })
         .collect::<Vec<_>>()
         .join(" AND ")
+}
+
+/// `UPDATE OF "post_id", "deleted"`: the updates that can change a count. With no column to
+/// watch (a count of every row of the table) no update can: `None`.
+fn update_of(follow: &FollowSpec, dialect: Dialect) -> Option<String> {
+    let watched: Vec<String> = follow
+        .watched_columns()
+        .iter()
+        .map(|c| quote(dialect, c))
+        .collect();
+    (!watched.is_empty()).then(|| format!("UPDATE OF {}", watched.join(", ")))
 }
 
 fn header(spec: &CounterSpec, follow: &FollowSpec) -> String {
@@ -173,7 +188,10 @@ fn postgres_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
     let dialect = Dialect::Postgres;
     let q = |ident: &str| quote(dialect, ident);
     let name = q(&object_name(spec, ""));
-    let watched: Vec<String> = follow.watched_columns().iter().map(|c| q(c)).collect();
+    let events = match update_of(follow, dialect) {
+        Some(update) => format!("INSERT OR DELETE OR {update}"),
+        None => "INSERT OR DELETE".to_owned(),
+    };
     format!(
         "{header}\
          LOCK TABLE {child} IN SHARE ROW EXCLUSIVE MODE;\n\
@@ -195,7 +213,7 @@ fn postgres_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
              IF slotted_new <> 0 THEN\n        {add_new};\n    END IF;\n    \
              RETURN NULL;\n\
          END\n$slotted$;\n\
-         CREATE TRIGGER {name} AFTER INSERT OR DELETE OR UPDATE OF {watched} ON {child}\n    \
+         CREATE TRIGGER {name} AFTER {events} ON {child}\n    \
              FOR EACH ROW EXECUTE FUNCTION {name}();\n\
          {backfill}",
         header = header(spec, follow),
@@ -210,7 +228,6 @@ fn postgres_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
         slot = trigger_slot_sql(dialect, spec.slots),
         add_old = add_to_slot(spec, follow, dialect, "OLD", "slotted_slot", "-slotted_old", None),
         add_new = add_to_slot(spec, follow, dialect, "NEW", "slotted_slot", "slotted_new", None),
-        watched = watched.join(", "),
         backfill = backfill(spec, follow, dialect),
     )
 }
@@ -305,7 +322,7 @@ fn sqlite_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
         };
         add_to_slot(spec, follow, dialect, row, &slot, delta, Some(&condition))
     };
-    let watched: Vec<String> = follow.watched_columns().iter().map(|c| q(c)).collect();
+    let update = update_of(follow, dialect).unwrap_or_else(|| "UPDATE".to_owned());
     let old_counts = follow.counts_sql("OLD", q);
     let new_counts = follow.counts_sql("NEW", q);
     let old_delta = follow.delta_sql("OLD", q);
@@ -329,11 +346,10 @@ fn sqlite_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
     // new row's, each where it counts.
     let both = format!("({old_counts}) AND ({new_counts}) AND {same}");
     let update = format!(
-        "CREATE TRIGGER {name} AFTER UPDATE OF {watched} ON {child} FOR EACH ROW\n\
+        "CREATE TRIGGER {name} AFTER {update} ON {child} FOR EACH ROW\n\
          BEGIN\n    {difference};\n    {add_old};\n    {add_new};\nEND;\n",
         name = q(&object_name(spec, "update")),
         child = q(follow.table),
-        watched = watched.join(", "),
         difference = upsert(
             "NEW",
             &format!("({new_delta}) - ({old_delta})"),
@@ -358,10 +374,7 @@ fn sqlite_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
 /// `NEW."post_id"[, …]`: the parent key of `row`.
 fn row_keys(follow: &FollowSpec, dialect: Dialect, row: &str) -> String {
     follow
-        .key_columns
-        .iter()
-        .map(|column| format!("{row}.{}", quote(dialect, column)))
-        .collect::<Vec<_>>()
+        .parent_key_sql(row, |ident| quote(dialect, ident))
         .join(", ")
 }
 
@@ -373,6 +386,7 @@ mod tests {
     const COMMENTS: FollowSpec = FollowSpec {
         table: "comments",
         key_columns: &["post_id"],
+        record: None,
         sum: None,
         filter: &[("deleted", false), ("removed", false)],
     };
@@ -380,6 +394,7 @@ mod tests {
     const SCORE: FollowSpec = FollowSpec {
         table: "post_votes",
         key_columns: &["post_id"],
+        record: None,
         sum: Some("score"),
         filter: &[],
     };

@@ -60,11 +60,12 @@ impl<DB: CounterBackend> QueryFragment<DB> for VerifyPage<'_> {
         out.push_sql(" UNION ALL SELECT ");
         let quote = |ident: &str| DB::DIALECT.quote(ident);
         let child = quote(self.follow.table);
-        for (i, (key, column)) in self.follow.key_columns.iter().zip(columns).enumerate() {
+        let parent = self.follow.parent_key_sql(&child, quote);
+        for (i, (key, column)) in parent.iter().zip(columns).enumerate() {
             if i > 0 {
                 out.push_sql(", ");
             }
-            out.push_sql(&format!("{child}.{} AS ", quote(key)));
+            out.push_sql(&format!("{key} AS "));
             out.push_identifier(column)?;
         }
         out.push_sql(&format!(
@@ -72,7 +73,14 @@ impl<DB: CounterBackend> QueryFragment<DB> for VerifyPage<'_> {
             self.follow.delta_sql(&child, quote)
         ));
         if let Some(after) = &self.after {
-            push_key_after(&mut out, self.follow.key_columns, after)?;
+            match self.follow.record {
+                // One record: past it, nothing.
+                Some(record) => {
+                    out.push_sql(&format!("{record} > "));
+                    DB::push_key_part(&mut out, &after.parts()[0])?;
+                }
+                None => push_key_after(&mut out, self.follow.key_columns, after)?,
+            }
             out.push_sql(" AND ");
         }
         out.push_sql(&self.follow.counts_sql(&child, quote));

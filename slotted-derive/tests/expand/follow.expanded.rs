@@ -30,6 +30,7 @@ impl ::slotted_core::CounterTable for posts_comments_slots::table {
                     <posts::id as ::slotted_core::__private::ParentColumn>::SqlType,
                 >(),
             ],
+            record: ::core::option::Option::None,
             sum: ::core::option::Option::None,
             filter: &[
                 (
@@ -118,6 +119,7 @@ impl ::slotted_core::CounterTable for posts_score_slots::table {
                     <posts::id as ::slotted_core::__private::ParentColumn>::SqlType,
                 >(),
             ],
+            record: ::core::option::Option::None,
             sum: ::core::option::Option::Some(
                 ::slotted_core::__private::follow_check::summed_column::<
                     post_votes::table,
