@@ -1293,4 +1293,121 @@ mod galera {
             );
         }
     }
+
+    /// Counters that follow a child table (tests/src/forum.rs) on every node: writers on each
+    /// node insert, soft-delete, move and delete comments and cast votes, in transactions; the
+    /// triggers fire on the node that runs the statement and their slot writes replicate in its
+    /// writeset like any other row. Each node writes its own share of the slots (the writer
+    /// slot's node share), so no trigger write meets another node's in certification: no
+    /// child write fails that would have committed without the triggers. At the end every
+    /// node's totals equal that node's COUNT and SUM over the child rows, and verify finds no
+    /// drift on any node.
+    #[test]
+    fn counters_that_follow_a_child_table_count_exactly_on_every_node() {
+        use slotted_tests::forum::{self, Author, ForumPost, Site};
+        let Some(cluster) = Cluster::migrated("follow") else {
+            return;
+        };
+        const WRITERS_PER_NODE: usize = 2;
+        const TRANSACTIONS: usize = 60;
+        let mut setup = cluster.open(0);
+        forum::create_tables(&mut setup);
+        setup
+            .batch_execute(
+                "INSERT INTO comments (post_id, author_id) VALUES (1, 1), (2, 2), (NULL, 3)",
+            )
+            .unwrap();
+        setup
+            .run_pending_migrations(forum::migrations())
+            .expect("the follow migrations, from node 1");
+        let conflicts = AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            let writers: Vec<_> = cluster
+                .nodes()
+                .flat_map(|n| (0..WRITERS_PER_NODE).map(move |w| (n, w)))
+                .map(|(n, w)| {
+                    let (cluster, conflicts) = (&cluster, &conflicts);
+                    scope.spawn(move || {
+                        let mut conn = cluster.open(n);
+                        for i in 0..TRANSACTIONS {
+                            let post = (i + w + n) % 3 + 1;
+                            let author = (i + n) % 3 + 1;
+                            let user = 1000 * (n * WRITERS_PER_NODE + w) + i;
+                            let statements = [
+                                format!("INSERT INTO comments (post_id, author_id, local) VALUES ({post}, {author}, {})", i % 2 == 0),
+                                format!("UPDATE comments SET deleted = TRUE WHERE id = LAST_INSERT_ID() AND {}", i % 3 == 0),
+                                format!("UPDATE comments SET post_id = {} WHERE id = LAST_INSERT_ID() AND {}", post % 3 + 1, i % 4 == 0),
+                                format!("DELETE FROM comments WHERE id = LAST_INSERT_ID() AND {}", i % 5 == 0),
+                                format!("INSERT INTO post_votes (post_id, user_id, score) VALUES ({post}, {user}, {})", if i % 2 == 0 { 1 } else { -1 }),
+                            ];
+                            loop {
+                                let result = conn.transaction::<_, DieselError, _>(|c| {
+                                    for sql in &statements {
+                                        c.batch_execute(sql)?;
+                                    }
+                                    Ok(())
+                                });
+                                match result {
+                                    Ok(()) => break,
+                                    Err(DieselError::DatabaseError(_, info))
+                                        if info.message().starts_with("Deadlock found") =>
+                                    {
+                                        conflicts.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                    Err(e) => panic!("node {}, writer {w}: {e}", n + 1),
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for writer in writers {
+                writer.join().unwrap();
+            }
+        });
+        let conflicts = conflicts.load(Ordering::Relaxed);
+        println!("follow on Galera: {conflicts} certification conflicts");
+        let (posts, authors) = ([1, 2, 3], [1, 2, 3]);
+        let counted = cluster.same_everywhere("the follow counters' totals", |c| {
+            (
+                ForumPost::comments_totals(&posts, c).unwrap(),
+                ForumPost::score_totals(&posts, c).unwrap(),
+                Author::comments_totals(&authors, c).unwrap(),
+                Site::local_comments_of(1).total(c).unwrap(),
+            )
+        });
+        let pairs = |c: &mut MysqlConnection, sql: &str| -> HashMap<i32, i64> {
+            let mut counts: HashMap<i32, i64> = [(1, 0), (2, 0), (3, 0)].into();
+            for (k, n) in c.query_pairs(sql) {
+                counts.insert(i32::try_from(k).unwrap(), n);
+            }
+            counts
+        };
+        let expected = cluster.same_everywhere("the child rows' counts", |c| {
+            (
+                pairs(c, "SELECT CAST(post_id AS SIGNED) AS k, CAST(COUNT(*) AS SIGNED) AS n FROM comments WHERE post_id IS NOT NULL AND NOT deleted AND NOT removed GROUP BY post_id"),
+                pairs(c, "SELECT CAST(post_id AS SIGNED) AS k, CAST(SUM(score) AS SIGNED) AS n FROM post_votes GROUP BY post_id"),
+                pairs(c, "SELECT CAST(author_id AS SIGNED) AS k, CAST(COUNT(*) AS SIGNED) AS n FROM comments GROUP BY author_id"),
+                c.query_i64("SELECT CAST(COUNT(*) AS SIGNED) AS n FROM comments WHERE local AND NOT deleted"),
+            )
+        });
+        assert_eq!(
+            counted, expected,
+            "the counts equal the child rows on every node"
+        );
+        for node in cluster.nodes() {
+            let report = forum::forum_posts_comments_slots::table
+                .verify_follow_all(2, &mut cluster.open(node))
+                .unwrap();
+            assert!(
+                report.is_exact() && report.drifted == 0,
+                "node {}: {report:?}",
+                node + 1
+            );
+        }
+        assert_eq!(
+            conflicts, 0,
+            "no trigger write met another node's in certification"
+        );
+    }
 }
