@@ -34,8 +34,8 @@ pub struct FollowSpec {
 /// The most characters an identifier may have on every backend (PostgreSQL: 63).
 const MAX_IDENTIFIER: usize = 63;
 
-/// The name suffixes of MySQL's and SQLite's triggers, one per row event (PostgreSQL has one
-/// trigger for all three, named without a suffix).
+/// The name suffixes of the triggers, one per event (PostgreSQL's three share one function,
+/// named without a suffix).
 pub(crate) const TRIGGER_EVENTS: [&str; 3] = ["insert", "update", "delete"];
 
 /// The name of a trigger (and PostgreSQL's trigger function) of the counter table
@@ -59,17 +59,12 @@ pub(crate) fn trigger_name(counter_table: &str, suffix: &str) -> String {
     format!("{}_{hash:016x}", &name[..cut])
 }
 
-/// The names of the counter table's triggers on its child table, on `dialect`'s terms: one on
-/// PostgreSQL, one per event elsewhere.
-pub(crate) fn trigger_names(counter_table: &str, one_for_all_events: bool) -> Vec<String> {
-    if one_for_all_events {
-        vec![trigger_name(counter_table, "")]
-    } else {
-        TRIGGER_EVENTS
-            .iter()
-            .map(|event| trigger_name(counter_table, event))
-            .collect()
-    }
+/// The names of the counter table's triggers on its child table, one per event.
+pub(crate) fn trigger_names(counter_table: &str) -> Vec<String> {
+    TRIGGER_EVENTS
+        .iter()
+        .map(|event| trigger_name(counter_table, event))
+        .collect()
 }
 
 impl FollowSpec {

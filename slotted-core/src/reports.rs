@@ -176,8 +176,8 @@ pub struct FollowReport {
     pub repaired: u64,
     /// The counter's triggers on the child table that exist and are enabled.
     pub triggers_enabled: u64,
-    /// The triggers the counter's migration creates (PostgreSQL: 1, MySQL and SQLite: 3, one
-    /// per event). Fewer enabled: the count no longer follows every change of the child table.
+    /// The triggers the counter's migration creates: 3, one per event. Fewer enabled: the count
+    /// no longer follows every change of the child table.
     pub triggers_expected: u64,
 }
 

@@ -12,7 +12,6 @@ use std::marker::PhantomData;
 
 use super::*;
 use crate::count::parse_total;
-use crate::dialect::{CounterBackend, Dialect};
 
 use crate::follow::trigger_names;
 use crate::key::RawKey;
@@ -35,7 +34,7 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
     if repair {
         refuse_read_only(exec, spec).await?;
     }
-    let names = trigger_names(spec.table, E::Backend::DIALECT == Dialect::Postgres);
+    let names = trigger_names(spec.table);
     let mut report = FollowReport {
         triggers_expected: names.len() as u64,
         ..FollowReport::default()
