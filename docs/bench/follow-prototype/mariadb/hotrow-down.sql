@@ -1,0 +1,2 @@
+DROP TRIGGER IF EXISTS hotrow_comment_insert;
+DROP TRIGGER IF EXISTS hotrow_comment_delete;

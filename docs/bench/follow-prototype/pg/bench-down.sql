@@ -1,0 +1,16 @@
+DROP TRIGGER IF EXISTS slotted_follow_posts_comments_insert ON comments;
+DROP TRIGGER IF EXISTS slotted_follow_posts_comments_delete ON comments;
+DROP TRIGGER IF EXISTS slotted_follow_posts_comments_update ON comments;
+DROP FUNCTION IF EXISTS slotted_follow_posts_comments();
+DROP TRIGGER IF EXISTS slotted_follow_users_comments_insert ON comments;
+DROP TRIGGER IF EXISTS slotted_follow_users_comments_delete ON comments;
+DROP TRIGGER IF EXISTS slotted_follow_users_comments_update ON comments;
+DROP FUNCTION IF EXISTS slotted_follow_users_comments();
+DROP TRIGGER IF EXISTS slotted_follow_communities_comments_insert ON comments;
+DROP TRIGGER IF EXISTS slotted_follow_communities_comments_delete ON comments;
+DROP TRIGGER IF EXISTS slotted_follow_communities_comments_update ON comments;
+DROP FUNCTION IF EXISTS slotted_follow_communities_comments();
+DROP TRIGGER IF EXISTS slotted_follow_sites_comments_insert ON comments;
+DROP TRIGGER IF EXISTS slotted_follow_sites_comments_delete ON comments;
+DROP TRIGGER IF EXISTS slotted_follow_sites_comments_update ON comments;
+DROP FUNCTION IF EXISTS slotted_follow_sites_comments();
