@@ -6,7 +6,7 @@
 //! booleans), spanned at the user's tokens.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::{Ident, LitInt, Path, Type};
 
@@ -196,20 +196,35 @@ pub fn spec(
         return quote!(::core::option::Option::None);
     };
     let child = &follow.table;
-    let checks = quote!(#krate::__private::follow_check);
-    let column = |name: &Ident, check: TokenStream| respan(&check, name.span());
+    // Each column is read as `<<child::column as ChildColumn<child::table>>::SqlType as
+    // Role>::CHECKED`, then its `NAME`: projections, whose errors point at the column alone (a
+    // generic fn's bounds would add a note in slotted's source). Their tokens, the child table's
+    // name among them, are spanned at the column; the model's key column's path keeps its own.
+    // The table itself is looked up once, at its own tokens (below).
+    let column = |name: &Ident, role: &dyn Fn(&TokenStream) -> TokenStream| {
+        let span = name.span();
+        let checks = respan(&quote!(#krate::__private::follow_check), span);
+        let child = respan(child, span);
+        let role = role(&checks);
+        quote_spanned! {span=>
+            {
+                let () = <<#child::#name as #checks::ChildColumn<#child::table>>::SqlType as #role>::CHECKED;
+                <#child::#name as #checks::ChildColumn<#child::table>>::NAME
+            }
+        }
+    };
     let key_columns = follow.key_columns.iter().zip(parent_keys).map(|(name, parent_key)| {
-        column(
-            name,
-            quote!(#checks::key_column::<#child::table, #child::#name, <#parent_key as #krate::__private::ParentColumn>::SqlType>()),
-        )
+        let parent_column = respan(&quote!(#krate::__private::ParentColumn), name.span());
+        column(name, &|checks| {
+            quote_spanned!(name.span()=> #checks::FollowKeyColumn<<#parent_key as #parent_column>::SqlType>)
+        })
     });
     let sum = match &follow.sum {
         None => quote!(::core::option::Option::None),
         Some(name) => {
             let check = column(
                 name,
-                quote!(#checks::summed_column::<#child::table, #child::#name>()),
+                &|checks| quote_spanned!(name.span()=> #checks::SummedColumn),
             );
             quote!(::core::option::Option::Some(#check))
         }
@@ -217,7 +232,7 @@ pub fn spec(
     let filter = follow.filter.iter().map(|(name, value)| {
         let check = column(
             name,
-            quote!(#checks::filter_column::<#child::table, #child::#name>()),
+            &|checks| quote_spanned!(name.span()=> #checks::FilterColumn),
         );
         quote!((#check, #value))
     });
@@ -231,13 +246,26 @@ pub fn spec(
             quote!(::core::option::Option::Some({ #check #record }))
         }
     };
+    // The child table is imported once, at the user's tokens, then again under its own name for
+    // the columns' paths: a table that does not resolve is one error, at the table (the failed
+    // import stands in for it after), and a column it lacks one error at that column, whose
+    // suggestions stay within it.
+    let alias = quote_spanned!(child.span()=> __slotted_followed_table);
     quote! {
-        ::core::option::Option::Some(#krate::follow::FollowSpec {
-            table: #table,
-            key_columns: &[#(#key_columns),*],
-            record: #record,
-            sum: #sum,
-            filter: &[#(#filter),*],
+        ::core::option::Option::Some({
+            #[allow(unused_imports)]
+            use #child as #alias;
+            {
+                #[allow(unused_imports)]
+                use #alias as #child;
+                #krate::follow::FollowSpec {
+                    table: #table,
+                    key_columns: &[#(#key_columns),*],
+                    record: #record,
+                    sum: #sum,
+                    filter: &[#(#filter),*],
+                }
+            }
         })
     }
 }

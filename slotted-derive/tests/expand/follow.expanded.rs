@@ -21,33 +21,54 @@ impl ::slotted_core::CounterTable for posts_comments_slots::table {
         prefill: false,
         cache: ::core::option::Option::None,
         adopt: ::core::option::Option::None,
-        follow: ::core::option::Option::Some(::slotted_core::follow::FollowSpec {
-            table: "comments",
-            key_columns: &[
-                ::slotted_core::__private::follow_check::key_column::<
-                    comments::table,
-                    comments::post_id,
-                    <posts::id as ::slotted_core::__private::ParentColumn>::SqlType,
-                >(),
-            ],
-            record: ::core::option::Option::None,
-            sum: ::core::option::Option::None,
-            filter: &[
-                (
-                    ::slotted_core::__private::follow_check::filter_column::<
-                        comments::table,
-                        comments::local,
-                    >(),
-                    true,
-                ),
-                (
-                    ::slotted_core::__private::follow_check::filter_column::<
-                        comments::table,
-                        comments::deleted,
-                    >(),
-                    false,
-                ),
-            ],
+        follow: ::core::option::Option::Some({
+            #[allow(unused_imports)]
+            use comments as __slotted_followed_table;
+            {
+                #[allow(unused_imports)]
+                use __slotted_followed_table as comments;
+                ::slotted_core::follow::FollowSpec {
+                    table: "comments",
+                    key_columns: &[
+                        {
+                            let () = <<comments::post_id as ::slotted_core::__private::follow_check::ChildColumn<
+                                comments::table,
+                            >>::SqlType as ::slotted_core::__private::follow_check::FollowKeyColumn<
+                                <posts::id as ::slotted_core::__private::ParentColumn>::SqlType,
+                            >>::CHECKED;
+                            <comments::post_id as ::slotted_core::__private::follow_check::ChildColumn<
+                                comments::table,
+                            >>::NAME
+                        },
+                    ],
+                    record: ::core::option::Option::None,
+                    sum: ::core::option::Option::None,
+                    filter: &[
+                        (
+                            {
+                                let () = <<comments::local as ::slotted_core::__private::follow_check::ChildColumn<
+                                    comments::table,
+                                >>::SqlType as ::slotted_core::__private::follow_check::FilterColumn>::CHECKED;
+                                <comments::local as ::slotted_core::__private::follow_check::ChildColumn<
+                                    comments::table,
+                                >>::NAME
+                            },
+                            true,
+                        ),
+                        (
+                            {
+                                let () = <<comments::deleted as ::slotted_core::__private::follow_check::ChildColumn<
+                                    comments::table,
+                                >>::SqlType as ::slotted_core::__private::follow_check::FilterColumn>::CHECKED;
+                                <comments::deleted as ::slotted_core::__private::follow_check::ChildColumn<
+                                    comments::table,
+                                >>::NAME
+                            },
+                            false,
+                        ),
+                    ],
+                }
+            }
         }),
     };
 }
@@ -110,23 +131,38 @@ impl ::slotted_core::CounterTable for posts_score_slots::table {
         prefill: false,
         cache: ::core::option::Option::None,
         adopt: ::core::option::Option::None,
-        follow: ::core::option::Option::Some(::slotted_core::follow::FollowSpec {
-            table: "post_votes",
-            key_columns: &[
-                ::slotted_core::__private::follow_check::key_column::<
-                    post_votes::table,
-                    post_votes::post_id,
-                    <posts::id as ::slotted_core::__private::ParentColumn>::SqlType,
-                >(),
-            ],
-            record: ::core::option::Option::None,
-            sum: ::core::option::Option::Some(
-                ::slotted_core::__private::follow_check::summed_column::<
-                    post_votes::table,
-                    post_votes::score,
-                >(),
-            ),
-            filter: &[],
+        follow: ::core::option::Option::Some({
+            #[allow(unused_imports)]
+            use post_votes as __slotted_followed_table;
+            {
+                #[allow(unused_imports)]
+                use __slotted_followed_table as post_votes;
+                ::slotted_core::follow::FollowSpec {
+                    table: "post_votes",
+                    key_columns: &[
+                        {
+                            let () = <<post_votes::post_id as ::slotted_core::__private::follow_check::ChildColumn<
+                                post_votes::table,
+                            >>::SqlType as ::slotted_core::__private::follow_check::FollowKeyColumn<
+                                <posts::id as ::slotted_core::__private::ParentColumn>::SqlType,
+                            >>::CHECKED;
+                            <post_votes::post_id as ::slotted_core::__private::follow_check::ChildColumn<
+                                post_votes::table,
+                            >>::NAME
+                        },
+                    ],
+                    record: ::core::option::Option::None,
+                    sum: ::core::option::Option::Some({
+                        let () = <<post_votes::score as ::slotted_core::__private::follow_check::ChildColumn<
+                            post_votes::table,
+                        >>::SqlType as ::slotted_core::__private::follow_check::SummedColumn>::CHECKED;
+                        <post_votes::score as ::slotted_core::__private::follow_check::ChildColumn<
+                            post_votes::table,
+                        >>::NAME
+                    }),
+                    filter: &[],
+                }
+            }
         }),
     };
 }
