@@ -86,6 +86,9 @@ pub struct CounterAttr<'a> {
     pub filter: Option<Vec<FilterAttr>>,
     /// `record = 1`: the one record every child row counts for (a site-wide counter).
     pub record: Option<LitInt>,
+    /// `follow` was written, even if its value was wrong and reported: `sum`, `filter` and
+    /// `record` are then not also reported as given without it.
+    pub follow_written: bool,
     /// A key or value was wrong and reported: do not also report missing keys.
     pub invalid: bool,
     /// The attribute's syntax is broken (`counter: likes`) and was reported: only `counter`, if
@@ -121,6 +124,7 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
             sum: None,
             filter: None,
             record: None,
+            follow_written: false,
             invalid: false,
             broken: false,
         };
@@ -200,6 +204,7 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
                 // Parse #[slotted(follow = comments(post_id))]
                 FOLLOW => {
                     declares_counter = true;
+                    counter.follow_written = true;
                     let value = parse_follow(&meta)?;
                     set_once(errors, &meta, &mut counter.invalid, &mut counter.follow, value)
                 }
@@ -397,9 +402,26 @@ fn parse_filter(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Result<Vec<Filte
     let with_help =
         |e: syn::Error| syn::Error::new(e.span(), format!("{e}\n\nhelp: {FILTER_FORM}"));
     if !meta.input.peek(syn::token::Paren) {
+        // `filter = not(deleted)`: the value is skipped, so that parsing goes on to the next key.
+        skip_value(meta)?;
         return Ok(Err(syn::Error::new(
             meta.path.span(),
             format!("`filter` takes its columns in parentheses\n\nhelp: {FILTER_FORM}"),
+        )));
+    }
+    // `filter()`, `not()`: syn's nested parser fails on an empty list with "expected nested
+    // attribute"; say which list names no column.
+    let empty_list = |input: syn::parse::ParseStream<'_>| {
+        input
+            .fork()
+            .parse::<proc_macro2::Group>()
+            .is_ok_and(|group| group.stream().is_empty())
+    };
+    if empty_list(meta.input) {
+        let _: proc_macro2::Group = meta.input.parse()?;
+        return Ok(Err(syn::Error::new(
+            meta.path.span(),
+            format!("`filter()` names no column\n\nhelp: {FILTER_FORM}; to count every row, leave `filter` out"),
         )));
     }
     let mut conditions = Vec::new();
@@ -409,6 +431,14 @@ fn parse_filter(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Result<Vec<Filte
             wrong.get_or_insert(syn::Error::new(inner.path.span(), format!("expected a column of the child table\n\nhelp: {FILTER_FORM}")));
             return skip_value(&inner);
         };
+        if name == NOT && empty_list(inner.input) {
+            let _: proc_macro2::Group = inner.input.parse()?;
+            wrong.get_or_insert(syn::Error::new(
+                name.span(),
+                format!("`not()` names no column\n\nhelp: {FILTER_FORM}"),
+            ));
+            return Ok(());
+        }
         if name == NOT && inner.input.peek(syn::token::Paren) {
             return inner.parse_nested_meta(|column| {
                 match column.path.get_ident() {

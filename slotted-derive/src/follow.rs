@@ -35,6 +35,10 @@ pub fn checked(
 ) -> Result<Option<Follow>, ()> {
     let key_len = key.map(<[KeyType]>::len);
     let Some(follow) = &attr.follow else {
+        if attr.follow_written {
+            // A `follow` of the wrong form, reported where it was parsed.
+            return Err(());
+        }
         let mut wrong = false;
         if let Some(record) = &attr.record {
             errors.at(
@@ -147,9 +151,7 @@ pub fn checked(
                     follow.table,
                     follow.key_columns.len()
                 ),
-                format_args!(
-                    "name the child's column for each column of the key, in the key's order; {FOLLOW_FORM}"
-                ),
+                key_columns_help(&follow.table, len),
             );
             wrong = true;
         }
@@ -180,6 +182,22 @@ pub fn checked(
         sum: attr.sum.clone(),
         filter,
     }))
+}
+
+/// The help for a `follow` that names a column count other than the key's `len`: the form, with
+/// one column for each of the key's, in an example of that many.
+fn key_columns_help(table: &Ident, len: usize) -> String {
+    const CHILD: [&str; 3] = ["site_id", "post_id", "day"];
+    const PARENT: [&str; 3] = ["site_id", "id", "day"];
+    match len {
+        1 => format!("name the one column of `{table}` that holds this model's key; {FOLLOW_FORM}"),
+        2 | 3 => format!(
+            "name a column of `{table}` for each column of the key, in the key's order: e.g. `follow = {table}({})` for a model with `#[diesel(primary_key({}))]`",
+            CHILD[..len].join(", "),
+            PARENT[..len].join(", "),
+        ),
+        _ => format!("name a column of `{table}` for each column of the key, in the key's order"),
+    }
 }
 
 /// The counter's `follow: Option<FollowSpec>` in its `SPEC`. Each column's name is read through
