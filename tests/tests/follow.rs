@@ -10,13 +10,16 @@ use slotted_core::CounterMaintenance;
 use slotted_tests::forum::{self, Author, ForumPost, Site};
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 
-backend_tests!(
+backend_tests! {
+    all: [
     every_change_of_a_child_row_is_counted,
     the_rows_already_there_are_counted_once,
     concurrent_writers_beside_compaction_count_exactly,
     the_removal_drops_the_triggers_and_nothing_else,
     verify_reports_drift_and_missing_triggers_and_repair_fixes_them,
-);
+    ],
+    servers: [concurrent_writers_write_distinct_slots],
+}
 
 const POSTS: [i32; 5] = [1, 2, 3, 4, 5];
 const AUTHORS: [i32; 3] = [1, 2, 3];
@@ -547,4 +550,42 @@ fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnec
         insert_comment(&mut conn, Some(1), 1);
         assert_exact(&mut conn, "triggers back on and the drift repaired");
     }
+}
+
+/// The slot a trigger writes is the writing session's writer slot: 16 sessions that insert a
+/// comment on the same post at once (each in a transaction, all open together) write 16
+/// distinct slot rows of the post's 16, one each, and so never wait for one another. The
+/// sessions only insert comments: the triggers take their writer indices.
+fn concurrent_writers_write_distinct_slots<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    migrate(&mut conn);
+    const SESSIONS: usize = 16;
+    let barrier = std::sync::Barrier::new(SESSIONS);
+    std::thread::scope(|scope| {
+        for author in 0..SESSIONS {
+            let (url, barrier) = (&db.url, &barrier);
+            scope.spawn(move || {
+                let mut conn = C::open(url);
+                conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                    conn.batch_execute(&format!(
+                        "INSERT INTO comments (post_id, author_id) VALUES (1, {author})"
+                    ))?;
+                    // Every session inside its transaction, its slot row written, at once.
+                    barrier.wait();
+                    Ok(())
+                })
+                .unwrap();
+                // Every session still connected (holding its index) until all have written.
+                barrier.wait();
+            });
+        }
+    });
+    let rows = conn.slot_rows("forum_posts_comments_slots", 1);
+    println!("{}: the post's slot rows: {rows:?}", C::NAME);
+    assert_eq!(rows.len(), SESSIONS, "a slot each: {rows:?}");
+    assert!(rows.iter().all(|row| row.count == 1), "{rows:?}");
+    let site = conn.slot_rows("sites_comments_slots", 1);
+    assert_eq!(site.len(), SESSIONS, "the site's one record too: {site:?}");
 }

@@ -28,7 +28,7 @@
 
 use crate::dialect::Dialect;
 use crate::follow::{trigger_name, FollowSpec, TRIGGER_EVENTS};
-use crate::sql::slot::trigger_slot_sql;
+use crate::sql::slot::{mysql_trigger_takes_index, trigger_slot_sql};
 use crate::table::CounterSpec;
 
 use super::quote;
@@ -298,8 +298,10 @@ fn mysql_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
     let insert = format!(
         "CREATE TRIGGER {name} AFTER INSERT ON {child} FOR EACH ROW\n\
          BEGIN\n    \
+             {take};\n    \
              IF {counts} THEN\n        {add};\n    END IF;\n\
          END;\n",
+        take = mysql_trigger_takes_index(),
         name = q(&object_name(spec, "insert")),
         child = q(follow.table),
         counts = follow.counts_sql("NEW", q),
@@ -316,8 +318,10 @@ fn mysql_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
     let delete = format!(
         "CREATE TRIGGER {name} AFTER DELETE ON {child} FOR EACH ROW\n\
          BEGIN\n    \
+             {take};\n    \
              IF {counts} THEN\n        {add};\n    END IF;\n\
          END;\n",
+        take = mysql_trigger_takes_index(),
         name = q(&object_name(spec, "delete")),
         child = q(follow.table),
         counts = follow.counts_sql("OLD", q),
@@ -336,6 +340,7 @@ fn mysql_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
          BEGIN\n    \
              DECLARE slotted_old BIGINT DEFAULT 0;\n    \
              DECLARE slotted_new BIGINT DEFAULT 0;\n    \
+             {take};\n    \
              IF {old_counts} THEN\n        SET slotted_old = {old_delta};\n    END IF;\n    \
              IF {new_counts} THEN\n        SET slotted_new = {new_delta};\n    END IF;\n    \
              IF slotted_old <> 0 AND slotted_new <> 0 AND {same} THEN\n        \
@@ -344,6 +349,7 @@ fn mysql_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
              IF slotted_new <> 0 THEN\n        {add_new};\n    END IF;\n\
          END;\n",
         name = q(&object_name(spec, "update")),
+        take = mysql_trigger_takes_index(),
         child = q(follow.table),
         old_counts = follow.counts_sql("OLD", q),
         new_counts = follow.counts_sql("NEW", q),

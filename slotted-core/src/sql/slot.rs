@@ -338,27 +338,58 @@ pub(crate) struct TakeWriterIndex {
 
 impl<DB: CounterBackend> QueryFragment<DB> for TakeWriterIndex {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        let indices = WRITER_INDICES;
         if DB::DIALECT == Dialect::Postgres {
             out.push_sql(&format!("SELECT CAST({} AS BIGINT) AS n", pg_take_index()));
             return Ok(());
         }
-        let smallest_free = mysql_over_indices(
-            "MIN({i})",
-            &format!("IS_FREE_LOCK({}) = 1", mysql_lock_name("{i}")),
-        );
-        out.push_sql(&format!(
-            "SELECT CAST(COALESCE(@slotted_writer, IF(GET_LOCK({lock}, 0) = 1, \
-             @slotted_writer := @slotted_candidate, IF(",
-            lock = mysql_lock_name(&format!("@slotted_candidate := ({smallest_free})")),
-        ));
+        let (before, after) = mysql_take_index();
+        out.push_sql("SELECT ");
+        out.push_sql(&before);
         DB::push_big_int(&mut out, &self.fallback)?;
-        out.push_sql(&format!(
-            " = 1, @slotted_writer := {indices} + MOD(CONNECTION_ID(), {indices}), -1))) \
-             AS SIGNED) AS n"
-        ));
+        out.push_sql(&after);
+        out.push_sql(" AS n");
         Ok(())
     }
+}
+
+/// MySQL: [`TakeWriterIndex`]'s expression, cut where its `fallback` goes (a bind of the
+/// statement, a literal in a trigger).
+fn mysql_take_index() -> (String, String) {
+    let indices = WRITER_INDICES;
+    let smallest_free = mysql_over_indices(
+        "MIN({i})",
+        &format!("IS_FREE_LOCK({}) = 1", mysql_lock_name("{i}")),
+    );
+    (
+        format!(
+            "CAST(COALESCE(@slotted_writer, IF(GET_LOCK({lock}, 0) = 1, \
+             @slotted_writer := @slotted_candidate, IF(",
+            lock = mysql_lock_name(&format!("@slotted_candidate := ({smallest_free})")),
+        ),
+        format!(
+            " = 1, @slotted_writer := {indices} + MOD(CONNECTION_ID(), {indices}), -1))) AS SIGNED)"
+        ),
+    )
+}
+
+/// MySQL: the statement a trigger runs first, so that its session holds a writer index: the
+/// smallest free, taken as [`TakeWriterIndex`] takes it, tried again (up to 16 times, as
+/// `take_writer_index` does) when another session took that one first; then, with every index
+/// taken or every race lost, the session's connection id's. MariaDB and MySQL allow `GET_LOCK`
+/// in a trigger; a binary log in `STATEMENT` format calls it unsafe, as it does the write that
+/// takes an index outside a trigger.
+pub(crate) fn mysql_trigger_takes_index() -> String {
+    let (before, after) = mysql_take_index();
+    format!(
+        "IF @slotted_writer IS NULL THEN\n        \
+             SET @slotted_tries = 0;\n        \
+             WHILE @slotted_writer IS NULL AND @slotted_tries < 16 DO\n            \
+                 DO {before}0{after};\n            \
+                 SET @slotted_tries = @slotted_tries + 1;\n        \
+             END WHILE;\n        \
+             DO {before}1{after};\n    \
+         END IF"
+    )
 }
 
 impl QueryId for TakeWriterIndex {
