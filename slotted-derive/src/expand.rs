@@ -121,7 +121,7 @@ fn names_parent(model: &Model<'_>) -> bool {
     model
         .counters
         .iter()
-        .any(|c| c.cache.is_some() || c.adopt.is_some())
+        .any(|c| c.cache.is_some() || c.adopt.is_some() || c.follow.is_some())
 }
 
 /// The module the expansion finds under the model's table name when that is Diesel's default
@@ -184,14 +184,17 @@ fn parent_check(model: &Model<'_>) -> TokenStream {
         .counters
         .iter()
         .flat_map(|c| {
-            let cache = c.cache.iter().map(|col| format!("`cache = {col}`"));
-            let adopt = c.adopt.iter().map(|col| format!("`adopt = {col}`"));
-            cache.chain(adopt)
+            let cache = c.cache.iter().map(|col| format!("`cache = {col}` is a column"));
+            let adopt = c.adopt.iter().map(|col| format!("`adopt = {col}` is a column"));
+            let follow = c.follow.iter().map(|f| {
+                format!("`follow = {}(…)` counts for the records", f.table)
+            });
+            cache.chain(adopt).chain(follow)
         })
         .next()
         .unwrap_or_default();
     let message = format!(
-        "no table `{table}` is in scope for `{model_name}`, whose {uses} is a column of its table: \
+        "no table `{table}` is in scope for `{model_name}`, whose {uses} of its table: \
          `{model_name}` has no `#[diesel(table_name = …)]`, and `{table}` is Diesel's default for it \
          (the struct's name in snake_case, plus `s`)\n\n\
          help: name the model's table: `#[diesel(table_name = …)]`, a name or a path such as \

@@ -93,7 +93,7 @@ pub fn checked(
         (
             attr.adopt.as_ref().map(|a| a as _),
             "a counter that follows a child table cannot adopt a column yet",
-            "keep the column as the counter's `cache` (the roll-up writes the total into it), and drop the trigger that kept it in the migration that adds this counter; see the guide's page on counters that follow a table",
+            "remove `adopt`: the counter's migration counts the child rows already there, so it needs no column's counts; drop the trigger that kept the column in the migration that adds this counter (the guide's page on counters that follow a table)",
         ),
     ];
     for (given, message, help) in refused {

@@ -46,9 +46,9 @@ pub struct ForumPost {
     pub id: i32,
 }
 
-/// An author: every comment written, and the local ones.
+/// An author: every comment written, and the local ones. Diesel's default table name
+/// (`authors`), no `table_name`.
 #[derive(Debug, Clone, Queryable, SlottedCounter)]
-#[diesel(table_name = authors)]
 #[slotted(counter = comments, slots = 4, follow = comments(author_id))]
 #[slotted(counter = local_comments, slots = 4, follow = comments(author_id), filter(local))]
 pub struct Author {

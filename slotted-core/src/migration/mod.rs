@@ -228,19 +228,20 @@ fn hashed_version(table: &str, layout: &str) -> String {
 }
 
 /// The migration version of a counter's triggers on the child table it follows: `slottedz` and a
-/// hash of its definition (the counter table, the child's table and columns, the filter and the
-/// slot count, which the triggers carry). After every counter table's version (`z` sorts after
+/// hash of its definition (the counter table, the child's table and columns, the filter, the
+/// record and the slot count, which the triggers carry). After every counter table's version (`z` sorts after
 /// every hex digit), so the counter table exists when the triggers are made; a changed
 /// definition is a new migration, which replaces the triggers and counts the child rows again.
 fn follow_version(spec: &CounterSpec, follow: &FollowSpec) -> String {
     let definition = format!(
-        "follow/{}/{}/{}/{:?}/{:?}/{}",
+        "follow/{}/{}/{}/{:?}/{:?}/{}/{:?}",
         spec.table,
         follow.table,
         follow.key_columns.join(","),
         follow.sum,
         follow.filter,
-        spec.slots
+        spec.slots,
+        follow.record,
     );
     format!(
         "slottedz{:016x}",
