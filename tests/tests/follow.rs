@@ -17,6 +17,7 @@ backend_tests! {
     concurrent_writers_beside_compaction_count_exactly,
     the_removal_drops_the_triggers_and_nothing_else,
     verify_reports_drift_and_missing_triggers_and_repair_fixes_them,
+    the_backfill_is_exact_while_writers_insert_and_delete,
     ],
     servers: [concurrent_writers_write_distinct_slots],
 }
@@ -588,4 +589,71 @@ fn concurrent_writers_write_distinct_slots<C: TestConnection>(test: &str) {
     assert!(rows.iter().all(|row| row.count == 1), "{rows:?}");
     let site = conn.slot_rows("sites_comments_slots", 1);
     assert_eq!(site.len(), SESSIONS, "the site's one record too: {site:?}");
+}
+
+/// Installing on a table that already has rows, while writers insert and delete: the follow
+/// migrations run in the middle of 4 writers' traffic (each inserting comments and deleting
+/// some, in transactions). The migration holds the child table's writers off while it replaces
+/// the triggers and counts the rows already there, so each row is counted once: by the backfill
+/// if it was committed before, by the triggers after. At the end every count is exact.
+fn the_backfill_is_exact_while_writers_insert_and_delete<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    for i in 0..30 {
+        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let written = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for w in 0..4_usize {
+            let (url, stop, written) = (&db.url, &stop, &written);
+            scope.spawn(move || {
+                let mut conn = C::open(url);
+                let mut i = 0_usize;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let post = POSTS[(w + i) % 5];
+                    let author = AUTHORS[(w + i) % 3];
+                    let result = conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                        conn.batch_execute(&format!(
+                            "INSERT INTO comments (post_id, author_id) VALUES ({post}, {author})"
+                        ))?;
+                        if i % 3 == 0 {
+                            conn.batch_execute(&format!(
+                                "DELETE FROM comments WHERE id = (SELECT m FROM (SELECT MIN(id) AS m FROM comments WHERE author_id = {author}) AS s)"
+                            ))?;
+                        }
+                        Ok(())
+                    });
+                    match result {
+                        Ok(()) => {
+                            written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        Err(e) if lost_a_lock_conflict(&e) => {}
+                        Err(e) => panic!("writer {w}: {e}"),
+                    }
+                    i += 1;
+                }
+            });
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while written.load(std::sync::atomic::Ordering::SeqCst) < 20 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writers never wrote"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        migrate(&mut conn);
+        let at_migration = written.load(std::sync::atomic::Ordering::SeqCst);
+        while written.load(std::sync::atomic::Ordering::SeqCst) < at_migration + 20 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writers stopped after the migration"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    assert_exact(&mut conn, "the migration in the middle of the writers");
 }
