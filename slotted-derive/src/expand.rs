@@ -184,11 +184,18 @@ fn parent_check(model: &Model<'_>) -> TokenStream {
         .counters
         .iter()
         .flat_map(|c| {
-            let cache = c.cache.iter().map(|col| format!("`cache = {col}` is a column"));
-            let adopt = c.adopt.iter().map(|col| format!("`adopt = {col}` is a column"));
-            let follow = c.follow.iter().map(|f| {
-                format!("`follow = {}(…)` counts for the records", f.table)
-            });
+            let cache = c
+                .cache
+                .iter()
+                .map(|col| format!("`cache = {col}` is a column"));
+            let adopt = c
+                .adopt
+                .iter()
+                .map(|col| format!("`adopt = {col}` is a column"));
+            let follow = c
+                .follow
+                .iter()
+                .map(|f| format!("`follow = {}(…)` counts for the records", f.table));
             cache.chain(adopt).chain(follow)
         })
         .next()

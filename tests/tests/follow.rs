@@ -618,7 +618,7 @@ fn the_backfill_is_exact_while_writers_insert_and_delete<C: TestConnection>(test
                         conn.batch_execute(&format!(
                             "INSERT INTO comments (post_id, author_id) VALUES ({post}, {author})"
                         ))?;
-                        if i % 3 == 0 {
+                        if i.is_multiple_of(3) {
                             conn.batch_execute(&format!(
                                 "DELETE FROM comments WHERE id = (SELECT m FROM (SELECT MIN(id) AS m FROM comments WHERE author_id = {author}) AS s)"
                             ))?;
