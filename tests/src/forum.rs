@@ -80,12 +80,19 @@ pub fn migrations() -> slotted_core::CounterMigrations {
 
 /// The forum's own tables, as the application's migrations would create them.
 pub fn create_tables<C: TestConnection>(conn: &mut C) {
-    let id = match C::NAME {
+    conn.batch_execute(&tables_sql(C::NAME))
+        .expect("the forum's tables");
+}
+
+/// The `CREATE TABLE`s of [`create_tables`] on `backend` (`sqlite`, `postgres`, `mysql`), as an
+/// application's own migration (`up.sql`) holds them.
+pub fn tables_sql(backend: &str) -> String {
+    let id = match backend {
         "postgres" => "BIGSERIAL PRIMARY KEY",
         "mysql" => "BIGINT AUTO_INCREMENT PRIMARY KEY",
         _ => "INTEGER PRIMARY KEY AUTOINCREMENT",
     };
-    conn.batch_execute(&format!(
+    format!(
         "CREATE TABLE forum_posts (id INTEGER PRIMARY KEY);
          CREATE TABLE sites (id INTEGER PRIMARY KEY);
          CREATE TABLE authors (id INTEGER PRIMARY KEY);
@@ -104,7 +111,6 @@ pub fn create_tables<C: TestConnection>(conn: &mut C) {
              PRIMARY KEY (post_id, user_id)
          );
          CREATE INDEX comments_post_id ON comments (post_id);
-         CREATE INDEX comments_author_id ON comments (author_id);"
-    ))
-    .expect("the forum's tables");
+         CREATE INDEX comments_author_id ON comments (author_id);\n"
+    )
 }

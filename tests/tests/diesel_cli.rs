@@ -17,6 +17,7 @@ use slotted_tests::{all_migrations, backend_tests, require_all_backends, TestCon
 backend_tests!(
     diesel_cli_runs_the_folders_and_prints_the_declared_tables,
     one_call_sets_up_the_diesel_cli_flow,
+    diesel_cli_applies_and_reverts_the_triggers_of_counters_that_follow_a_table,
 );
 
 fn dialect<C: TestConnection>() -> Dialect {
@@ -432,5 +433,112 @@ fn one_call_sets_up_the_diesel_cli_flow<C: TestConnection>(test: &str) {
     let schema = std::fs::read_to_string(dir.join("src/schema.rs")).unwrap();
     assert_eq!(printed_tables(&schema).len(), 2, "src/schema.rs:\n{schema}");
     Event::hits_of(7).increment(&mut conn).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Counters that follow a child table through the diesel CLI: the application's own migration
+/// creates the forum's tables (with rows already in them), slotted writes its folders beside it,
+/// `diesel migration run` applies the counter tables and then the triggers (whose versions sort
+/// after every table's), counting the rows already there; a comment inserted afterwards is
+/// counted by the triggers; `diesel migration revert` of the last folder drops one counter's
+/// triggers and nothing else, and print-schema prints no slotted table.
+fn diesel_cli_applies_and_reverts_the_triggers_of_counters_that_follow_a_table<
+    C: TestConnection,
+>(
+    test: &str,
+) {
+    use slotted_tests::forum::{self, ForumPost, Site};
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "slotted-cli-follow-{}-{}",
+        C::NAME,
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let own = dir.join("migrations").join("2024-01-01-000000_forum");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(
+        own.join("up.sql"),
+        format!(
+            "{}INSERT INTO comments (post_id, author_id) VALUES (1, 1), (1, 2), (2, 1);\n",
+            forum::tables_sql(C::NAME)
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        own.join("down.sql"),
+        "DROP TABLE post_votes;\nDROP TABLE comments;\nDROP TABLE authors;\nDROP TABLE sites;\nDROP TABLE forum_posts;\n",
+    )
+    .unwrap();
+    let written = forum::migrations()
+        .write_diesel_cli_folders(dir.join("migrations"), dialect::<C>())
+        .unwrap();
+    let follow_folders = written
+        .iter()
+        .filter(|f| f.path.to_string_lossy().contains("_follow_"))
+        .count();
+    assert_eq!(
+        follow_folders, 6,
+        "a follow folder per counter: {written:?}"
+    );
+    let run = [
+        "migration",
+        "run",
+        "--migration-dir",
+        "migrations",
+        "--database-url",
+        &db.url,
+    ];
+    let Some(_) = diesel(&run, &dir) else { return };
+    let mut conn = C::open(&db.url);
+    assert_eq!(
+        ForumPost::comments_of(1).total(&mut conn).unwrap(),
+        2,
+        "the backfill"
+    );
+    assert_eq!(Site::comments_of(1).total(&mut conn).unwrap(), 3);
+    conn.batch_execute("INSERT INTO comments (post_id, author_id) VALUES (1, 3)")
+        .unwrap();
+    assert_eq!(
+        ForumPost::comments_of(1).total(&mut conn).unwrap(),
+        3,
+        "a trigger"
+    );
+    assert_eq!(Site::comments_of(1).total(&mut conn).unwrap(), 4);
+    let schema = diesel(&["print-schema", "--database-url", &db.url], &dir).unwrap();
+    assert!(schema.contains("comments (id)"), "{schema}");
+
+    // The last folder (the highest version) is a follow folder: reverting it drops that
+    // counter's triggers only.
+    let revert = [
+        "migration",
+        "revert",
+        "--migration-dir",
+        "migrations",
+        "--database-url",
+        &db.url,
+    ];
+    diesel(&revert, &dir).unwrap();
+    let triggers = conn.query_i64(match C::NAME {
+        "postgres" => "SELECT COUNT(*) AS n FROM pg_trigger WHERE tgname LIKE 'slotted_follow%'",
+        "mysql" => {
+            "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.triggers \
+             WHERE trigger_schema = DATABASE() AND trigger_name LIKE 'slotted_follow%'"
+        }
+        _ => "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'trigger'",
+    });
+    assert_eq!(
+        triggers,
+        5 * 3,
+        "one counter's three triggers dropped, the others' kept"
+    );
+    let comments = conn.query_i64(if C::NAME == "mysql" {
+        "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM comments"
+    } else {
+        "SELECT COUNT(*) AS n FROM comments"
+    });
+    assert_eq!(comments, 4, "the application's rows are untouched");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -557,6 +557,7 @@ fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnec
 /// comment on the same post at once (each in a transaction, all open together) write 16
 /// distinct slot rows of the post's 16, one each, and so never wait for one another. The
 /// sessions only insert comments: the triggers take their writer indices.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 fn concurrent_writers_write_distinct_slots<C: TestConnection>(test: &str) {
     let Some((db, mut conn)) = setup::<C>(test) else {
         return;
