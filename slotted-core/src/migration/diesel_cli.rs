@@ -29,7 +29,7 @@ impl CounterMigrations {
     ///   print-schema must leave them out (a second `table!` of the same name does not
     ///   compile), and slotted's own tables are not the application's to query. A
     ///   configuration that filters with `only_tables` is left alone
-    ///   ([`PrintSchemaSection::only_tables`]). With no `diesel.toml`, one is written as
+    ///   ([`PrintSchemaSection::only_tables`](super::PrintSchemaSection::only_tables)). With no `diesel.toml`, one is written as
     ///   `diesel setup` writes it (`file = "src/schema.rs"`, `dir = "migrations"`), with the
     ///   filter.
     ///
