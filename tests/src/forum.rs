@@ -114,3 +114,15 @@ pub fn tables_sql(backend: &str) -> String {
          CREATE INDEX comments_author_id ON comments (author_id);\n"
     )
 }
+
+/// How many of slotted's follow triggers the database holds (`slotted_follow…`, on any table).
+pub fn follow_triggers<C: TestConnection>(conn: &mut C) -> i64 {
+    conn.query_i64(match C::NAME {
+        "postgres" => "SELECT COUNT(*) AS n FROM pg_trigger WHERE tgname LIKE 'slotted_follow%'",
+        "mysql" => {
+            "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.triggers \
+             WHERE trigger_schema = DATABASE() AND trigger_name LIKE 'slotted_follow%'"
+        }
+        _ => "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'slotted_follow%'",
+    })
+}

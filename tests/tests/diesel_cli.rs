@@ -521,14 +521,7 @@ fn diesel_cli_applies_and_reverts_the_triggers_of_counters_that_follow_a_table<
         &db.url,
     ];
     diesel(&revert, &dir).unwrap();
-    let triggers = conn.query_i64(match C::NAME {
-        "postgres" => "SELECT COUNT(*) AS n FROM pg_trigger WHERE tgname LIKE 'slotted_follow%'",
-        "mysql" => {
-            "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.triggers \
-             WHERE trigger_schema = DATABASE() AND trigger_name LIKE 'slotted_follow%'"
-        }
-        _ => "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'trigger'",
-    });
+    let triggers = forum::follow_triggers(&mut conn);
     assert_eq!(
         triggers,
         5 * 3,

@@ -400,14 +400,7 @@ fn the_removal_drops_the_triggers_and_nothing_else<C: TestConnection>(test: &str
         "SELECT COUNT(*) AS n FROM comments"
     });
     assert_eq!(child_rows, 2, "the child rows are the user's: untouched");
-    let triggers = conn.query_i64(match C::NAME {
-        "postgres" => "SELECT COUNT(*) AS n FROM pg_trigger WHERE tgname LIKE 'slotted_follow%'",
-        "mysql" => {
-            "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.triggers \
-             WHERE trigger_schema = DATABASE() AND trigger_name LIKE 'slotted_follow%'"
-        }
-        _ => "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'trigger'",
-    });
+    let triggers = forum::follow_triggers(&mut conn);
     assert_eq!(triggers, 0, "no trigger left");
     if C::NAME == "postgres" {
         let functions = conn
@@ -570,17 +563,19 @@ fn concurrent_writers_write_distinct_slots<C: TestConnection>(test: &str) {
             let (url, barrier) = (&db.url, &barrier);
             scope.spawn(move || {
                 let mut conn = C::open(url);
-                conn.transaction::<_, diesel::result::Error, _>(|conn| {
-                    conn.batch_execute(&format!(
+                // Each session reaches both barriers whatever happens to it, so that a failure
+                // is reported instead of leaving the others waiting.
+                let written = conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                    let written = conn.batch_execute(&format!(
                         "INSERT INTO comments (post_id, author_id) VALUES (1, {author})"
-                    ))?;
+                    ));
                     // Every session inside its transaction, its slot row written, at once.
                     barrier.wait();
-                    Ok(())
-                })
-                .unwrap();
+                    written
+                });
                 // Every session still connected (holding its index) until all have written.
                 barrier.wait();
+                written.unwrap();
             });
         }
     });
@@ -604,15 +599,17 @@ fn the_backfill_is_exact_while_writers_insert_and_delete<C: TestConnection>(test
     for i in 0..30 {
         insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
     }
-    let stop = std::sync::atomic::AtomicBool::new(false);
+    let stop = slotted_tests::Stop::new();
     let written = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|scope| {
+        // A panic below stops the writers, which the scope waits for.
+        let _stop = stop.on_exit();
         for w in 0..4_usize {
             let (url, stop, written) = (&db.url, &stop, &written);
             scope.spawn(move || {
                 let mut conn = C::open(url);
                 let mut i = 0_usize;
-                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                while !stop.is_set() {
                     let post = POSTS[(w + i) % 5];
                     let author = AUTHORS[(w + i) % 3];
                     let result = conn.transaction::<_, diesel::result::Error, _>(|conn| {
@@ -634,10 +631,12 @@ fn the_backfill_is_exact_while_writers_insert_and_delete<C: TestConnection>(test
                         Err(e) => panic!("writer {w}: {e}"),
                     }
                     i += 1;
+                    // SQLite lets one writer in at a time: room for the migration's turn.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
             });
         }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while written.load(std::sync::atomic::Ordering::SeqCst) < 20 {
             assert!(
                 std::time::Instant::now() < deadline,
@@ -654,7 +653,6 @@ fn the_backfill_is_exact_while_writers_insert_and_delete<C: TestConnection>(test
             );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
     });
     assert_exact(&mut conn, "the migration in the middle of the writers");
 }

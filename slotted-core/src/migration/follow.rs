@@ -295,46 +295,31 @@ fn mysql_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
     let dialect = Dialect::Mysql;
     let q = |ident: &str| quote(dialect, ident);
     let slot = trigger_slot_sql(dialect, spec.slots);
-    let insert = format!(
-        "CREATE TRIGGER {name} AFTER INSERT ON {child} FOR EACH ROW\n\
-         BEGIN\n    \
-             {take};\n    \
-             IF {counts} THEN\n        {add};\n    END IF;\n\
-         END;\n",
-        take = mysql_trigger_takes_index(),
-        name = q(&object_name(spec, "insert")),
-        child = q(follow.table),
-        counts = follow.counts_sql("NEW", q),
-        add = add_to_slot(
-            spec,
-            follow,
-            dialect,
-            "NEW",
-            &slot,
-            &follow.delta_sql("NEW", q),
-            None
-        ),
-    );
-    let delete = format!(
-        "CREATE TRIGGER {name} AFTER DELETE ON {child} FOR EACH ROW\n\
-         BEGIN\n    \
-             {take};\n    \
-             IF {counts} THEN\n        {add};\n    END IF;\n\
-         END;\n",
-        take = mysql_trigger_takes_index(),
-        name = q(&object_name(spec, "delete")),
-        child = q(follow.table),
-        counts = follow.counts_sql("OLD", q),
-        add = add_to_slot(
-            spec,
-            follow,
-            dialect,
-            "OLD",
-            &slot,
-            &format!("-{}", follow.delta_sql("OLD", q)),
-            None,
-        ),
-    );
+    // An insert adds the new row where it counts, a delete takes the old one away.
+    let one_row = |suffix: &str, event: &str, row: &str, sign: &str| {
+        format!(
+            "CREATE TRIGGER {name} AFTER {event} ON {child} FOR EACH ROW\n\
+             BEGIN\n    \
+                 {take};\n    \
+                 IF {counts} THEN\n        {add};\n    END IF;\n\
+             END;\n",
+            take = mysql_trigger_takes_index(),
+            name = q(&object_name(spec, suffix)),
+            child = q(follow.table),
+            counts = follow.counts_sql(row, q),
+            add = add_to_slot(
+                spec,
+                follow,
+                dialect,
+                row,
+                &slot,
+                &format!("{sign}{}", follow.delta_sql(row, q)),
+                None,
+            ),
+        )
+    };
+    let insert = one_row("insert", "INSERT", "NEW", "");
+    let delete = one_row("delete", "DELETE", "OLD", "-");
     let update = format!(
         "CREATE TRIGGER {name} AFTER UPDATE ON {child} FOR EACH ROW\n\
          BEGIN\n    \
@@ -428,7 +413,11 @@ fn sqlite_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
         add_new = upsert("NEW", &new_delta, &format!("{new_counts} AND NOT ({both})")),
     );
     format!(
-        "{header}{drop}DELETE FROM {table};\n{insert}{update}{delete}{backfill}",
+        // The DELETE first: a write statement takes SQLite's write lock before it reads, through
+        // the busy timeout; `DROP TRIGGER IF EXISTS` first would read the schema in a snapshot,
+        // and the transaction's first write would then fail at once with `database is locked`
+        // whenever a writer of the child table committed in between.
+        "{header}DELETE FROM {table};\n{drop}{insert}{update}{delete}{backfill}",
         header = header(spec, follow),
         drop = drop_triggers(spec, follow, dialect),
         table = q(spec.table),
