@@ -734,27 +734,11 @@ fn pgbench(url: &str, writers: usize, duration: Duration) -> Result<Option<Run>,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("pgbench: {e}").into()),
     };
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "pgbench failed: {stdout}{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
-    }
-    let field = |prefix: &str| -> Option<f64> {
-        stdout.lines().find_map(|line| {
-            let rest = line.trim().strip_prefix(prefix)?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-    };
-    let committed = field("number of transactions actually processed:")
-        .ok_or_else(|| format!("pgbench printed no transaction count: {stdout}"))?;
-    let tps = field("tps =").ok_or_else(|| format!("pgbench printed no tps: {stdout}"))?;
+    let run = slotted_examples::anchors::pgbench_run(&output)?;
     Ok(Some(Run {
-        committed: committed as u64,
-        errors: field("number of failed transactions:").unwrap_or(0.0) as u64,
-        seconds: committed / tps,
+        committed: run.committed,
+        errors: run.failed,
+        seconds: run.seconds,
         first_error: None,
     }))
 }

@@ -104,6 +104,43 @@ pub fn pgbench(
     pgbench_with("prepared", url, target, hold, writers, seconds)
 }
 
+/// What a pgbench run printed: its transactions, the time they took (transactions / tps), its
+/// failed transactions and its average latency.
+pub struct PgbenchRun {
+    pub committed: u64,
+    pub seconds: f64,
+    pub failed: u64,
+    pub average_ms: Option<f64>,
+}
+
+/// Reads a finished pgbench's output; its error output when it failed.
+pub fn pgbench_run(output: &std::process::Output) -> Result<PgbenchRun, BoxError> {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "pgbench failed: {}{}",
+            stdout,
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    let field = |prefix: &str| -> Option<f64> {
+        stdout.lines().find_map(|line| {
+            let rest = line.trim().strip_prefix(prefix)?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+    };
+    let committed = field("number of transactions actually processed:")
+        .ok_or_else(|| format!("pgbench printed no transaction count: {stdout}"))?;
+    let tps = field("tps =").ok_or_else(|| format!("pgbench printed no tps: {stdout}"))?;
+    Ok(PgbenchRun {
+        committed: committed as u64,
+        seconds: committed / tps,
+        failed: field("number of failed transactions:").unwrap_or(0.0) as u64,
+        average_ms: field("latency average ="),
+    })
+}
+
 /// [`pgbench`] with another query protocol (`-M`): `extended` (unnamed statements, parsed on
 /// every run, as behind a transaction pooler), `simple` or `prepared`.
 pub fn pgbench_with(
@@ -131,30 +168,13 @@ pub fn pgbench_with(
         .output()
         .map_err(|e| format!("pgbench: {e} (is it installed?)"))?;
     let _ = std::fs::remove_file(&script);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        return Err(format!(
-            "pgbench failed: {}{}",
-            stdout,
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
-    }
-    let field = |prefix: &str| -> Option<f64> {
-        stdout.lines().find_map(|line| {
-            let rest = line.trim().strip_prefix(prefix)?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-    };
-    let committed = field("number of transactions actually processed:")
-        .ok_or_else(|| format!("pgbench printed no transaction count: {stdout}"))?;
-    let tps = field("tps =").ok_or_else(|| format!("pgbench printed no tps: {stdout}"))?;
+    let run = pgbench_run(&output)?;
     Ok(Load {
-        committed: committed as u64,
-        seconds: committed / tps,
+        committed: run.committed,
+        seconds: run.seconds,
         latencies_ms: Vec::new(),
-        average_ms: field("latency average ="),
-        errors: field("number of failed transactions:").unwrap_or(0.0) as u64,
+        average_ms: run.average_ms,
+        errors: run.failed,
     })
 }
 

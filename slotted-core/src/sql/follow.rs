@@ -164,9 +164,4 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
     }
 }
 
-impl diesel::query_builder::QueryId for EnabledTriggers<'_> {
-    type QueryId = ();
-    const HAS_STATIC_QUERY_ID: bool = false;
-}
-
-impl<Conn> diesel::RunQueryDsl<Conn> for EnabledTriggers<'_> {}
+statement!(by_text: EnabledTriggers);
