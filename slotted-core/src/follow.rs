@@ -38,15 +38,15 @@ const MAX_IDENTIFIER: usize = 63;
 /// named without a suffix).
 pub(crate) const TRIGGER_EVENTS: [&str; 3] = ["insert", "update", "delete"];
 
-/// The name of a trigger (and PostgreSQL's trigger function) of the counter table
-/// `counter_table`: `slotted_follow_{counter table}`, with `_{suffix}` (an event) when
-/// `suffix` is not empty; shortened with a hash when it would be longer than every backend
+/// The name of a trigger (and PostgreSQL's trigger function) on the child table `child`, which
+/// keeps every counter that follows it: `slotted_follow_{child}`, with `_{suffix}` (an event)
+/// when `suffix` is not empty; shortened with a hash when it would be longer than every backend
 /// takes.
-pub(crate) fn trigger_name(counter_table: &str, suffix: &str) -> String {
+pub(crate) fn trigger_name(child: &str, suffix: &str) -> String {
     let name = if suffix.is_empty() {
-        format!("slotted_follow_{counter_table}")
+        format!("slotted_follow_{child}")
     } else {
-        format!("slotted_follow_{counter_table}_{suffix}")
+        format!("slotted_follow_{child}_{suffix}")
     };
     if name.len() <= MAX_IDENTIFIER {
         return name;
@@ -59,11 +59,11 @@ pub(crate) fn trigger_name(counter_table: &str, suffix: &str) -> String {
     format!("{}_{hash:016x}", &name[..cut])
 }
 
-/// The names of the counter table's triggers on its child table, one per event.
-pub(crate) fn trigger_names(counter_table: &str) -> Vec<String> {
+/// The names of the triggers on the child table `child`, one per event.
+pub(crate) fn trigger_names(child: &str) -> Vec<String> {
     TRIGGER_EVENTS
         .iter()
-        .map(|event| trigger_name(counter_table, event))
+        .map(|event| trigger_name(child, event))
         .collect()
 }
 

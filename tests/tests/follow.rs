@@ -18,6 +18,7 @@ backend_tests! {
     the_removal_drops_the_triggers_and_nothing_else,
     verify_reports_drift_and_missing_triggers_and_repair_fixes_them,
     the_backfill_is_exact_while_writers_insert_and_delete,
+    counters_of_one_child_table_migrated_apart_are_reported,
     ],
     servers: [concurrent_writers_write_distinct_slots],
 }
@@ -384,8 +385,9 @@ fn the_removal_drops_the_triggers_and_nothing_else<C: TestConnection>(test: &str
     };
     migrate(&mut conn);
     insert_comment(&mut conn, Some(1), 1);
-    // Revert the follow migrations only (they come last): the counter tables stay.
-    for _ in 0..6 {
+    // Revert the follow migrations only (they come last, one per child table: comments and
+    // post_votes): the counter tables stay.
+    for _ in 0..2 {
         conn.revert_last_migration(forum::migrations()).unwrap();
     }
     insert_comment(&mut conn, Some(1), 1);
@@ -493,16 +495,14 @@ fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnec
     assert_eq!(posts.verify_follow_all(100, &mut conn).unwrap().drifted, 0);
 
     // A trigger gone (MySQL and SQLite can only drop one) or disabled (PostgreSQL) for a bulk
-    // load: the report says so, and the counts drift.
+    // load: the report says so, and the counts drift (of every counter that follows comments:
+    // one trigger keeps them all).
     match C::NAME {
         "postgres" => run(
             &mut conn,
-            "ALTER TABLE comments DISABLE TRIGGER slotted_follow_forum_posts_comments_slots_insert",
+            "ALTER TABLE comments DISABLE TRIGGER slotted_follow_comments_insert",
         ),
-        _ => run(
-            &mut conn,
-            "DROP TRIGGER slotted_follow_forum_posts_comments_slots_insert",
-        ),
+        _ => run(&mut conn, "DROP TRIGGER slotted_follow_comments_insert"),
     }
     for _ in 0..3 {
         insert_comment(&mut conn, Some(1), 1);
@@ -526,24 +526,85 @@ fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnec
         // The trigger back on, the bulk load's counts repaired: exact again, and counting.
         run(
             &mut conn,
-            "ALTER TABLE comments ENABLE TRIGGER slotted_follow_forum_posts_comments_slots_insert",
+            "ALTER TABLE comments ENABLE TRIGGER slotted_follow_comments_insert",
         );
         let repaired = posts.repair_follow_all(100, &mut conn).unwrap();
         assert!(
             repaired.is_exact() && repaired.repaired == 1,
             "{repaired:?}"
         );
-        // The other counters' triggers stayed on: nothing to repair there.
-        for verified in [
-            forum::authors_comments_slots::table.verify_follow_all(100, &mut conn),
-            forum::sites_local_comments_slots::table.verify_follow_all(1, &mut conn),
+        // The other counters that follow comments missed the 3 comments too (author 1's, the
+        // site's); the one that follows post_votes did not.
+        for repaired in [
+            forum::authors_comments_slots::table.repair_follow_all(100, &mut conn),
+            forum::authors_local_comments_slots::table.repair_follow_all(100, &mut conn),
+            forum::sites_comments_slots::table.repair_follow_all(1, &mut conn),
+            forum::sites_local_comments_slots::table.repair_follow_all(1, &mut conn),
         ] {
-            let verified = verified.unwrap();
-            assert!(verified.is_exact() && verified.drifted == 0, "{verified:?}");
+            let repaired = repaired.unwrap();
+            assert!(
+                repaired.is_exact() && repaired.repaired == 1,
+                "{repaired:?}"
+            );
         }
+        let votes = forum::forum_posts_score_slots::table
+            .verify_follow_all(100, &mut conn)
+            .unwrap();
+        assert!(votes.is_exact() && votes.drifted == 0, "{votes:?}");
         insert_comment(&mut conn, Some(1), 1);
         assert_exact(&mut conn, "triggers back on and the drift repaired");
     }
+}
+
+/// One set of triggers keeps every counter that follows a child table, so those counters belong
+/// in one `CounterMigrations`. Migrated apart, the second set's triggers replace the first's:
+/// the verify job of a counter the triggers no longer keep reports its triggers missing, and
+/// the counters' migrations run together put every counter back, counted exactly.
+fn counters_of_one_child_table_migrated_apart_are_reported<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    conn.run_pending_migrations(slotted_core::CounterMigrations::of::<Author>())
+        .expect("the authors' counters");
+    insert_comment(&mut conn, Some(1), 1);
+    assert_eq!(Author::comments_of(1).total(&mut conn).unwrap(), 1);
+    conn.run_pending_migrations(slotted_core::CounterMigrations::of::<ForumPost>())
+        .expect("the posts' counters, apart");
+    insert_comment(&mut conn, Some(1), 1);
+    assert_eq!(ForumPost::comments_of(1).total(&mut conn).unwrap(), 2);
+    assert_eq!(
+        Author::comments_of(1).total(&mut conn).unwrap(),
+        1,
+        "the posts' triggers replaced the authors'"
+    );
+    let report = forum::authors_comments_slots::table
+        .verify_follow_all(100, &mut conn)
+        .unwrap();
+    assert_eq!(
+        (
+            report.triggers_enabled,
+            report.triggers_expected,
+            report.drifted
+        ),
+        (0, 3, 1),
+        "{report:?}"
+    );
+    assert!(!report.is_exact(), "{report:?}");
+    let posts = forum::forum_posts_comments_slots::table
+        .verify_follow_all(100, &mut conn)
+        .unwrap();
+    assert!(posts.is_exact(), "{posts:?}");
+    // Together: one set of triggers for all of them, each counter counted afresh.
+    migrate(&mut conn);
+    insert_comment(&mut conn, Some(2), 1);
+    assert_exact(&mut conn, "the counters migrated together");
+    let report = forum::authors_comments_slots::table
+        .verify_follow_all(100, &mut conn)
+        .unwrap();
+    assert!(
+        report.is_exact() && report.triggers_enabled == 3,
+        "{report:?}"
+    );
 }
 
 /// The slot a trigger writes is the writing session's writer slot: 16 sessions that insert a

@@ -33,7 +33,7 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
     if repair {
         refuse_read_only(exec, spec).await?;
     }
-    let names = trigger_names(spec.table);
+    let names = trigger_names(follow.table);
     let mut report = FollowReport {
         triggers_expected: names.len() as u64,
         ..FollowReport::default()
@@ -42,6 +42,7 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
         .load::<_, Sum>(EnabledTriggers {
             child: follow.table,
             names,
+            counter: <E::Backend as crate::dialect::CounterBackend>::DIALECT.quote(spec.table),
         })
         .await
         .map_err(|e| database_error(spec, e))?;

@@ -13,12 +13,16 @@
 //! "Counts" is [`FollowSpec::counts_sql`]: the key columns are not `NULL` and every filter
 //! column holds its value. A change that adds 0 writes nothing.
 //!
+//! One set of triggers on a child table keeps every counter that follows it ([`Followers`]):
+//! one migration per child table, one trigger call per statement (or row) whatever the number of
+//! counters, the writer's index taken once per call.
+//!
 //! The slot is the writing session's writer slot (the `connection` strategy's, see
 //! `sql/slot.rs`): concurrent writers of one parent write distinct rows, and one session's
 //! writes of a multi-row statement all go to one slot, so two sessions never wait for each
 //! other's slot rows and cannot deadlock on them.
 //!
-//! The migration (up) replaces any triggers of an earlier definition, empties the counter table
+//! The migration (up) replaces any triggers of an earlier definition, empties the counter tables
 //! and counts the child rows already there, with the child table's writers held off for that
 //! time (PostgreSQL: `LOCK TABLE … IN SHARE ROW EXCLUSIVE MODE` inside the migration's
 //! transaction; MySQL: `LOCK TABLES … WRITE` around the DDL, which MySQL cannot run in a
@@ -28,43 +32,100 @@
 
 use crate::dialect::Dialect;
 use crate::follow::{trigger_name, FollowSpec, TRIGGER_EVENTS};
-use crate::sql::slot::{mysql_trigger_takes_index, trigger_slot_sql};
+use crate::sql::slot::{mysql_trigger_takes_index, pg_trigger_takes_index, trigger_slot_sql};
 use crate::table::CounterSpec;
 
 use super::quote;
 
-/// The trigger's (and PostgreSQL's trigger function's) name, `suffix` the event on MySQL and
-/// SQLite (see [`crate::follow::trigger_name`]).
-fn object_name(spec: &CounterSpec, suffix: &str) -> String {
-    trigger_name(spec.table, suffix)
+/// The counters that follow one child table, the unit of its triggers: one trigger per event
+/// (and on PostgreSQL one function) keeps them all, so a child row costs one trigger call
+/// whatever the number of counters following it. In the order of their counter tables' names:
+/// every statement writes the counter tables in that order, and two statements that touch the
+/// same slot rows take their locks in the same order.
+#[derive(Debug, Clone)]
+pub(crate) struct Followers<'a> {
+    pub child: &'static str,
+    pub counters: Vec<(&'a CounterSpec, &'a FollowSpec)>,
 }
 
-/// The migration that makes `spec`'s counter follow its child table: the triggers and the
-/// backfill.
-pub fn follow_up_sql(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> String {
-    match dialect {
-        Dialect::Postgres => postgres_up(spec, follow),
-        Dialect::Mysql => mysql_up(spec, follow),
-        Dialect::Sqlite => sqlite_up(spec, follow),
+impl<'a> Followers<'a> {
+    /// The counters of `specs` that follow `child`, each table once.
+    pub fn of(child: &'static str, specs: &'a [CounterSpec]) -> Self {
+        let mut counters: Vec<(&CounterSpec, &FollowSpec)> = specs
+            .iter()
+            .filter_map(|spec| Some((spec, spec.follow.as_ref()?)))
+            .filter(|(_, follow)| follow.table == child)
+            .collect();
+        counters.sort_by_key(|(spec, _)| spec.table);
+        counters.dedup_by_key(|(spec, _)| spec.table);
+        Followers { child, counters }
+    }
+
+    /// What the triggers carry, for the migration's version: every counter's definition (its
+    /// table, the child's columns, the filter, the record and the slot count).
+    pub fn definition(&self) -> String {
+        let mut definition = format!("follow/{}", self.child);
+        for (spec, follow) in &self.counters {
+            definition.push_str(&format!(
+                "/{}/{}/{:?}/{:?}/{}/{:?}",
+                spec.table,
+                follow.key_columns.join(","),
+                follow.sum,
+                follow.filter,
+                spec.slots,
+                follow.record,
+            ));
+        }
+        definition
+    }
+
+    fn header(&self) -> String {
+        let counters: Vec<String> = self
+            .counters
+            .iter()
+            .map(|(spec, _)| format!("{}.{}", spec.model, spec.counter))
+            .collect();
+        format!(
+            "-- slotted: {counters} follow {child}: triggers on {child} add each change of its \
+             rows to one slot of each parent record.\n",
+            counters = counters.join(", "),
+            child = self.child,
+        )
     }
 }
 
-/// The removal of [`follow_up_sql`]'s triggers (and PostgreSQL's trigger function). The counter
-/// table and its counts stay (the counter's own migration drops the table).
-pub fn follow_down_sql(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> String {
-    drop_triggers(spec, follow, dialect)
+/// The migration that makes the counters of `specs` that follow the child table `child` follow
+/// it: one set of triggers for them all, and each counter's backfill. Every counter that
+/// follows `child` belongs in one migration: the triggers of `child` keep exactly the counters
+/// given, and replace those of an earlier migration.
+pub fn follow_up_sql(child: &'static str, specs: &[CounterSpec], dialect: Dialect) -> String {
+    let followers = Followers::of(child, specs);
+    if followers.counters.is_empty() {
+        return String::new();
+    }
+    match dialect {
+        Dialect::Postgres => postgres_up(&followers),
+        Dialect::Mysql => mysql_up(&followers),
+        Dialect::Sqlite => sqlite_up(&followers),
+    }
 }
 
-fn drop_triggers(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> String {
+/// The removal of [`follow_up_sql`]'s triggers (and PostgreSQL's trigger function) on `child`.
+/// The counter tables and their counts stay (each counter's own migration drops its table).
+pub fn follow_down_sql(child: &'static str, dialect: Dialect) -> String {
+    drop_triggers(child, dialect)
+}
+
+/// Drops the triggers on `child` named after `owner` (the child table; or, for the triggers
+/// of earlier versions of this library, which had one set per counter, a counter table).
+fn drop_named(child: &str, owner: &str, dialect: Dialect) -> String {
     let q = |ident: &str| quote(dialect, ident);
     let mut sql: String = TRIGGER_EVENTS
         .iter()
         .map(|event| {
-            let trigger = q(&object_name(spec, event));
+            let trigger = q(&trigger_name(owner, event));
             match dialect {
-                Dialect::Postgres => {
-                    format!("DROP TRIGGER IF EXISTS {trigger} ON {};\n", q(follow.table))
-                }
+                Dialect::Postgres => format!("DROP TRIGGER IF EXISTS {trigger} ON {};\n", q(child)),
                 Dialect::Mysql | Dialect::Sqlite => format!("DROP TRIGGER IF EXISTS {trigger};\n"),
             }
         })
@@ -72,10 +133,43 @@ fn drop_triggers(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> S
     if dialect == Dialect::Postgres {
         sql.push_str(&format!(
             "DROP FUNCTION IF EXISTS {}();\n",
-            q(&object_name(spec, ""))
+            q(&trigger_name(owner, ""))
         ));
     }
     sql
+}
+
+fn drop_triggers(child: &str, dialect: Dialect) -> String {
+    drop_named(child, child, dialect)
+}
+
+/// The up migration's drops: the child table's triggers, and any of the one-set-per-counter
+/// triggers an earlier version of this library made for these counters (which would otherwise
+/// count every row twice).
+fn drop_before_up(followers: &Followers, dialect: Dialect) -> String {
+    let mut sql = drop_triggers(followers.child, dialect);
+    for (spec, _) in &followers.counters {
+        sql.push_str(&drop_named(followers.child, spec.table, dialect));
+    }
+    sql
+}
+
+/// `DELETE FROM` every counter table: the backfill counts afresh.
+fn empty_tables(followers: &Followers, dialect: Dialect) -> String {
+    followers
+        .counters
+        .iter()
+        .map(|(spec, _)| format!("DELETE FROM {};\n", quote(dialect, spec.table)))
+        .collect()
+}
+
+/// Every counter's backfill.
+fn backfills(followers: &Followers, dialect: Dialect) -> String {
+    followers
+        .counters
+        .iter()
+        .map(|(spec, follow)| backfill(spec, follow, dialect))
+        .collect()
 }
 
 /// `INSERT INTO t (record_id…, slot, count) SELECT <key of alias>, 0, SUM(delta) FROM child
@@ -120,11 +214,11 @@ fn add_to_slot(
     follow: &FollowSpec,
     dialect: Dialect,
     row: &str,
-    slot: &str,
     delta: &str,
     only_if: Option<&str>,
 ) -> String {
     let q = |ident: &str| quote(dialect, ident);
+    let slot = trigger_slot_sql(dialect, spec.slots);
     let columns: Vec<String> = spec.key_columns().iter().map(|c| q(c)).collect();
     let keys = row_keys(follow, dialect, row);
     let source = match only_if {
@@ -171,73 +265,42 @@ fn same_parent(follow: &FollowSpec, dialect: Dialect) -> String {
         .join(" AND ")
 }
 
-/// `UPDATE OF "post_id", "deleted"`: the updates that can change a count. With no column to
-/// watch (a count of every row of the table) no update can: `None`.
-fn update_of(follow: &FollowSpec, dialect: Dialect) -> Option<String> {
-    let watched: Vec<String> = follow
-        .watched_columns()
-        .iter()
-        .map(|c| quote(dialect, c))
-        .collect();
+/// `UPDATE OF "post_id", "deleted"`: the updates that can change a count of any of the
+/// counters. With no column to watch (counts of every row of the table) no update can: `None`.
+fn update_of(followers: &Followers, dialect: Dialect) -> Option<String> {
+    let mut watched: Vec<&str> = Vec::new();
+    for (_, follow) in &followers.counters {
+        for column in follow.watched_columns() {
+            if !watched.contains(&column) {
+                watched.push(column);
+            }
+        }
+    }
+    let watched: Vec<String> = watched.iter().map(|c| quote(dialect, c)).collect();
     (!watched.is_empty()).then(|| format!("UPDATE OF {}", watched.join(", ")))
 }
 
-fn header(spec: &CounterSpec, follow: &FollowSpec) -> String {
-    format!(
-        "-- slotted: {model}.{counter} follows {child}: triggers on {child} add each change of its \
-         rows to one slot of the parent record.\n",
-        model = spec.model,
-        counter = spec.counter,
-        child = follow.table,
-    )
-}
-
 /// PostgreSQL: statement triggers over the statement's transition tables, one per event (a
-/// trigger with transition tables has one event), sharing one function. Each statement adds
-/// its rows' changes up per record and writes them in one upsert, in key order: a multi-row
-/// statement costs one write per record it touched (a row trigger updates the same slot row
-/// once per child row, and PostgreSQL walks that row's versions of the transaction on each:
-/// an `INSERT … SELECT` of 100,000 rows took 77-95 s with row triggers, 1 s with these, 0.8 s
-/// without triggers, docs/bench/follow-prototype), and two statements lock the slot rows they
-/// share in the same order. Transition tables take no column list, so an `UPDATE` of any
-/// column fires it; one that changes nothing counted writes nothing.
-fn postgres_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
+/// trigger with transition tables has one event), sharing one function, which takes the
+/// session's writer index once and then, for each counter, adds the statement's rows' changes
+/// up per record and writes them in one upsert, in key order: a multi-row statement costs one
+/// write per record it touched (a row trigger updates the same slot row once per child row,
+/// and PostgreSQL walks that row's versions of the transaction on each: an `INSERT … SELECT`
+/// of 100,000 rows took 77-95 s with row triggers, 1 s with these, 0.8 s without triggers,
+/// docs/bench/follow-prototype), and two statements lock the slot rows they share in the same
+/// order. Transition tables take no column list, so an `UPDATE` of any column fires it; one
+/// that changes nothing counted writes nothing.
+fn postgres_up(followers: &Followers) -> String {
     let dialect = Dialect::Postgres;
     let q = |ident: &str| quote(dialect, ident);
-    let function = q(&object_name(spec, ""));
-    let columns: Vec<String> = spec.key_columns().iter().map(|c| q(c)).collect();
-    let keys: Vec<String> = (1..=columns.len())
-        .map(|i| format!("slotted_k{i}"))
-        .collect();
-    // The changes of the rows of `table` (`slotted_new` or `slotted_old`), each with its
-    // parent's key and its delta, `sign` 1 or -1.
-    let changes = |table: &str, sign: &str| {
-        let alias = "slotted_r";
-        let parent: Vec<String> = follow
-            .parent_key_sql(alias, q)
-            .into_iter()
-            .zip(&keys)
-            .map(|(key, name)| format!("{key} AS {name}"))
-            .collect();
-        format!(
-            "SELECT {parent}, {sign}{delta} AS slotted_d FROM {table} AS {alias} WHERE {counts}",
-            parent = parent.join(", "),
-            delta = follow.delta_sql(alias, q),
-            counts = follow.counts_sql(alias, q),
-        )
-    };
-    let upsert = |source: String| {
-        format!(
-            "INSERT INTO {table} ({columns}, {slot}, {count})\n        \
-             SELECT {keys}, slotted_slot, SUM(slotted_d) FROM ({source}) AS slotted_changes\n        \
-             GROUP BY {keys} HAVING SUM(slotted_d) <> 0 ORDER BY {keys}\n        \
-             ON CONFLICT ({columns}, {slot}) DO UPDATE SET {count} = {table}.{count} + excluded.{count}",
-            table = q(spec.table),
-            columns = columns.join(", "),
-            slot = q("slot"),
-            count = q("count"),
-            keys = keys.join(", "),
-        )
+    let function = q(&trigger_name(followers.child, ""));
+    let upserts = |sources: &dyn Fn(&FollowSpec) -> String| -> String {
+        followers
+            .counters
+            .iter()
+            .map(|(spec, follow)| pg_upsert(spec, follow, &sources(follow)))
+            .collect::<Vec<_>>()
+            .join(";\n        ")
     };
     let triggers: String = [
         ("insert", "INSERT", "NEW TABLE AS slotted_new"),
@@ -253,20 +316,22 @@ fn postgres_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
         format!(
             "CREATE TRIGGER {name} AFTER {event} ON {child}\n    \
              REFERENCING {tables} FOR EACH STATEMENT EXECUTE FUNCTION {function}();\n",
-            name = q(&object_name(spec, suffix)),
-            child = q(follow.table),
+            name = q(&trigger_name(followers.child, suffix)),
+            child = q(followers.child),
         )
     })
     .collect();
+    let (declare, take) = pg_trigger_takes_index();
     format!(
         "{header}\
          LOCK TABLE {child} IN SHARE ROW EXCLUSIVE MODE;\n\
          {drop}\
-         DELETE FROM {table};\n\
+         {empty}\
          CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $slotted$\n\
          DECLARE\n    \
-             slotted_slot SMALLINT := {slot};\n\
+             {declare}\
          BEGIN\n    \
+             {take}    \
              IF TG_OP = 'INSERT' THEN\n        {insert};\n    \
              ELSIF TG_OP = 'DELETE' THEN\n        {delete};\n    \
              ELSE\n        {update};\n    \
@@ -274,154 +339,249 @@ fn postgres_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
              RETURN NULL;\n\
          END\n$slotted$;\n\
          {triggers}\
-         {backfill}",
-        header = header(spec, follow),
-        child = q(follow.table),
-        drop = drop_triggers(spec, follow, dialect),
-        table = q(spec.table),
-        slot = trigger_slot_sql(dialect, spec.slots),
-        insert = upsert(changes("slotted_new", "")),
-        delete = upsert(changes("slotted_old", "-")),
-        update = upsert(format!(
+         {backfills}",
+        header = followers.header(),
+        child = q(followers.child),
+        drop = drop_before_up(followers, dialect),
+        empty = empty_tables(followers, dialect),
+        insert = upserts(&|follow| pg_changes(follow, "slotted_new", "")),
+        delete = upserts(&|follow| pg_changes(follow, "slotted_old", "-")),
+        update = upserts(&|follow| format!(
             "{} UNION ALL {}",
-            changes("slotted_new", ""),
-            changes("slotted_old", "-")
+            pg_changes(follow, "slotted_new", ""),
+            pg_changes(follow, "slotted_old", "-")
         )),
-        backfill = backfill(spec, follow, dialect),
+        backfills = backfills(followers, dialect),
     )
 }
 
-fn mysql_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
+/// The changes of the rows of the transition table `table` (`slotted_new` or `slotted_old`)
+/// that count for `follow`'s counter, each with its parent's key and its delta, `sign` `""`
+/// or `"-"`.
+fn pg_changes(follow: &FollowSpec, table: &str, sign: &str) -> String {
+    let q = |ident: &str| quote(Dialect::Postgres, ident);
+    let alias = "slotted_r";
+    let parent: Vec<String> = follow
+        .parent_key_sql(alias, q)
+        .into_iter()
+        .enumerate()
+        .map(|(i, key)| format!("{key} AS slotted_k{}", i + 1))
+        .collect();
+    format!(
+        "SELECT {parent}, {sign}{delta} AS slotted_d FROM {table} AS {alias} WHERE {counts}",
+        parent = parent.join(", "),
+        delta = follow.delta_sql(alias, q),
+        counts = follow.counts_sql(alias, q),
+    )
+}
+
+/// One upsert of the changes `source` ([`pg_changes`]), added up per record, in key order.
+fn pg_upsert(spec: &CounterSpec, follow: &FollowSpec, source: &str) -> String {
+    let q = |ident: &str| quote(Dialect::Postgres, ident);
+    let columns: Vec<String> = spec.key_columns().iter().map(|c| q(c)).collect();
+    let keys: Vec<String> = (1..=follow.parent_key_sql("", q).len())
+        .map(|i| format!("slotted_k{i}"))
+        .collect();
+    format!(
+        "INSERT INTO {table} ({columns}, {slot}, {count})\n        \
+         SELECT {keys}, {slot_value}, SUM(slotted_d) FROM ({source}) AS slotted_changes\n        \
+         GROUP BY {keys} HAVING SUM(slotted_d) <> 0 ORDER BY {keys}\n        \
+         ON CONFLICT ({columns}, {slot}) DO UPDATE SET {count} = {table}.{count} + excluded.{count}",
+        table = q(spec.table),
+        columns = columns.join(", "),
+        slot = q("slot"),
+        slot_value = trigger_slot_sql(Dialect::Postgres, spec.slots),
+        count = q("count"),
+        keys = keys.join(", "),
+    )
+}
+
+/// MySQL: row triggers, one per event, which take the session's writer index once and then
+/// add the row's change to each counter.
+fn mysql_up(followers: &Followers) -> String {
     let dialect = Dialect::Mysql;
     let q = |ident: &str| quote(dialect, ident);
-    let slot = trigger_slot_sql(dialect, spec.slots);
+    let name = |suffix: &str| q(&trigger_name(followers.child, suffix));
     // An insert adds the new row where it counts, a delete takes the old one away.
     let one_row = |suffix: &str, event: &str, row: &str, sign: &str| {
+        let adds: String = followers
+            .counters
+            .iter()
+            .map(|(spec, follow)| {
+                format!(
+                    "    IF {counts} THEN\n        {add};\n    END IF;\n",
+                    counts = follow.counts_sql(row, q),
+                    add = add_to_slot(
+                        spec,
+                        follow,
+                        dialect,
+                        row,
+                        &format!("{sign}{}", follow.delta_sql(row, q)),
+                        None,
+                    ),
+                )
+            })
+            .collect();
         format!(
             "CREATE TRIGGER {name} AFTER {event} ON {child} FOR EACH ROW\n\
-             BEGIN\n    \
-                 {take};\n    \
-                 IF {counts} THEN\n        {add};\n    END IF;\n\
-             END;\n",
+             BEGIN\n    {take};\n{adds}END;\n",
+            name = name(suffix),
             take = mysql_trigger_takes_index(),
-            name = q(&object_name(spec, suffix)),
-            child = q(follow.table),
-            counts = follow.counts_sql(row, q),
-            add = add_to_slot(
-                spec,
-                follow,
-                dialect,
-                row,
-                &slot,
-                &format!("{sign}{}", follow.delta_sql(row, q)),
-                None,
-            ),
+            child = q(followers.child),
         )
     };
     let insert = one_row("insert", "INSERT", "NEW", "");
     let delete = one_row("delete", "DELETE", "OLD", "-");
+    // Per counter: the old row's delta where it counted, the new row's where it counts; one
+    // write of the difference when both are the same parent.
+    let updates: String = followers
+        .counters
+        .iter()
+        .map(|(spec, follow)| {
+            format!(
+                "    SET slotted_old = 0, slotted_new = 0;\n    \
+                 IF {old_counts} THEN\n        SET slotted_old = {old_delta};\n    END IF;\n    \
+                 IF {new_counts} THEN\n        SET slotted_new = {new_delta};\n    END IF;\n    \
+                 IF slotted_old <> 0 AND slotted_new <> 0 AND {same} THEN\n        \
+                     SET slotted_new = slotted_new - slotted_old;\n        SET slotted_old = 0;\n    END IF;\n    \
+                 IF slotted_old <> 0 THEN\n        {add_old};\n    END IF;\n    \
+                 IF slotted_new <> 0 THEN\n        {add_new};\n    END IF;\n",
+                old_counts = follow.counts_sql("OLD", q),
+                new_counts = follow.counts_sql("NEW", q),
+                old_delta = follow.delta_sql("OLD", q),
+                new_delta = follow.delta_sql("NEW", q),
+                same = same_parent(follow, dialect),
+                add_old = add_to_slot(spec, follow, dialect, "OLD", "-slotted_old", None),
+                add_new = add_to_slot(spec, follow, dialect, "NEW", "slotted_new", None),
+            )
+        })
+        .collect();
     let update = format!(
         "CREATE TRIGGER {name} AFTER UPDATE ON {child} FOR EACH ROW\n\
          BEGIN\n    \
              DECLARE slotted_old BIGINT DEFAULT 0;\n    \
              DECLARE slotted_new BIGINT DEFAULT 0;\n    \
-             {take};\n    \
-             IF {old_counts} THEN\n        SET slotted_old = {old_delta};\n    END IF;\n    \
-             IF {new_counts} THEN\n        SET slotted_new = {new_delta};\n    END IF;\n    \
-             IF slotted_old <> 0 AND slotted_new <> 0 AND {same} THEN\n        \
-                 SET slotted_new = slotted_new - slotted_old;\n        SET slotted_old = 0;\n    END IF;\n    \
-             IF slotted_old <> 0 THEN\n        {add_old};\n    END IF;\n    \
-             IF slotted_new <> 0 THEN\n        {add_new};\n    END IF;\n\
+             {take};\n\
+         {updates}\
          END;\n",
-        name = q(&object_name(spec, "update")),
+        name = name("update"),
         take = mysql_trigger_takes_index(),
-        child = q(follow.table),
-        old_counts = follow.counts_sql("OLD", q),
-        new_counts = follow.counts_sql("NEW", q),
-        old_delta = follow.delta_sql("OLD", q),
-        new_delta = follow.delta_sql("NEW", q),
-        same = same_parent(follow, dialect),
-        add_old = add_to_slot(spec, follow, dialect, "OLD", &slot, "-slotted_old", None),
-        add_new = add_to_slot(spec, follow, dialect, "NEW", &slot, "slotted_new", None),
+        child = q(followers.child),
     );
+    let tables: Vec<String> = std::iter::once(followers.child)
+        .chain(followers.counters.iter().map(|(spec, _)| spec.table))
+        .map(|table| format!("{} WRITE", q(table)))
+        .collect();
     format!(
         "{header}\
-         LOCK TABLES {child} WRITE, {table} WRITE;\n\
+         LOCK TABLES {tables};\n\
          {drop}\
-         DELETE FROM {table};\n\
+         {empty}\
          {insert}{update}{delete}\
-         {backfill}\
+         {backfills}\
          UNLOCK TABLES;\n",
-        header = header(spec, follow),
-        child = q(follow.table),
-        table = q(spec.table),
-        drop = drop_triggers(spec, follow, dialect),
-        backfill = backfill(spec, follow, dialect),
+        header = followers.header(),
+        tables = tables.join(", "),
+        drop = drop_before_up(followers, dialect),
+        empty = empty_tables(followers, dialect),
+        backfills = backfills(followers, dialect),
     )
 }
 
-fn sqlite_up(spec: &CounterSpec, follow: &FollowSpec) -> String {
+fn sqlite_up(followers: &Followers) -> String {
     let dialect = Dialect::Sqlite;
     let q = |ident: &str| quote(dialect, ident);
-    let slot = trigger_slot_sql(dialect, spec.slots);
     // A sum's row adds nothing where its value is 0: no write. A count's always adds.
-    let upsert = |row: &str, delta: &str, condition: &str| {
-        let condition = match follow.sum {
-            Some(_) => format!("{condition} AND {delta} <> 0"),
-            None => condition.to_owned(),
+    let upsert =
+        |spec: &CounterSpec, follow: &FollowSpec, row: &str, delta: &str, condition: &str| {
+            let condition = match follow.sum {
+                Some(_) => format!("{condition} AND {delta} <> 0"),
+                None => condition.to_owned(),
+            };
+            add_to_slot(spec, follow, dialect, row, delta, Some(&condition))
         };
-        add_to_slot(spec, follow, dialect, row, &slot, delta, Some(&condition))
+    let statements = |each: &dyn Fn(&CounterSpec, &FollowSpec) -> Vec<String>| -> String {
+        followers
+            .counters
+            .iter()
+            .flat_map(|(spec, follow)| each(spec, follow))
+            .map(|statement| format!("    {statement};\n"))
+            .collect()
     };
-    let update = update_of(follow, dialect).unwrap_or_else(|| "UPDATE".to_owned());
-    let old_counts = follow.counts_sql("OLD", q);
-    let new_counts = follow.counts_sql("NEW", q);
-    let old_delta = follow.delta_sql("OLD", q);
-    let new_delta = follow.delta_sql("NEW", q);
-    let same = same_parent(follow, dialect);
-    let insert = format!(
-        "CREATE TRIGGER {name} AFTER INSERT ON {child} FOR EACH ROW\n\
-         BEGIN\n    {add};\nEND;\n",
-        name = q(&object_name(spec, "insert")),
-        child = q(follow.table),
-        add = upsert("NEW", &new_delta, &new_counts),
-    );
-    let delete = format!(
-        "CREATE TRIGGER {name} AFTER DELETE ON {child} FOR EACH ROW\n\
-         BEGIN\n    {add};\nEND;\n",
-        name = q(&object_name(spec, "delete")),
-        child = q(follow.table),
-        add = upsert("OLD", &format!("-{old_delta}"), &old_counts),
-    );
+    let insert = statements(&|spec, follow| {
+        vec![upsert(
+            spec,
+            follow,
+            "NEW",
+            &follow.delta_sql("NEW", q),
+            &follow.counts_sql("NEW", q),
+        )]
+    });
+    let delete = statements(&|spec, follow| {
+        vec![upsert(
+            spec,
+            follow,
+            "OLD",
+            &format!("-{}", follow.delta_sql("OLD", q)),
+            &follow.counts_sql("OLD", q),
+        )]
+    });
     // Same parent, both counting: one write of the difference. Otherwise the old row's and the
     // new row's, each where it counts.
-    let both = format!("({old_counts}) AND ({new_counts}) AND {same}");
-    let update = format!(
-        "CREATE TRIGGER {name} AFTER {update} ON {child} FOR EACH ROW\n\
-         BEGIN\n    {difference};\n    {add_old};\n    {add_new};\nEND;\n",
-        name = q(&object_name(spec, "update")),
-        child = q(follow.table),
-        difference = upsert(
-            "NEW",
-            &format!("({new_delta}) - ({old_delta})"),
-            &format!("{both} AND ({new_delta}) <> ({old_delta})")
-        ),
-        add_old = upsert(
-            "OLD",
-            &format!("-{old_delta}"),
-            &format!("{old_counts} AND NOT ({both})")
-        ),
-        add_new = upsert("NEW", &new_delta, &format!("{new_counts} AND NOT ({both})")),
-    );
+    let update = statements(&|spec, follow| {
+        let old_counts = follow.counts_sql("OLD", q);
+        let new_counts = follow.counts_sql("NEW", q);
+        let old_delta = follow.delta_sql("OLD", q);
+        let new_delta = follow.delta_sql("NEW", q);
+        let both = format!(
+            "({old_counts}) AND ({new_counts}) AND {}",
+            same_parent(follow, dialect)
+        );
+        vec![
+            upsert(
+                spec,
+                follow,
+                "NEW",
+                &format!("({new_delta}) - ({old_delta})"),
+                &format!("{both} AND ({new_delta}) <> ({old_delta})"),
+            ),
+            upsert(
+                spec,
+                follow,
+                "OLD",
+                &format!("-{old_delta}"),
+                &format!("{old_counts} AND NOT ({both})"),
+            ),
+            upsert(
+                spec,
+                follow,
+                "NEW",
+                &new_delta,
+                &format!("{new_counts} AND NOT ({both})"),
+            ),
+        ]
+    });
+    let trigger = |suffix: &str, event: &str, body: &str| {
+        format!(
+            "CREATE TRIGGER {name} AFTER {event} ON {child} FOR EACH ROW\nBEGIN\n{body}END;\n",
+            name = q(&trigger_name(followers.child, suffix)),
+            child = q(followers.child),
+        )
+    };
+    let update_event = update_of(followers, dialect).unwrap_or_else(|| "UPDATE".to_owned());
     format!(
-        // The DELETE first: a write statement takes SQLite's write lock before it reads, through
-        // the busy timeout; `DROP TRIGGER IF EXISTS` first would read the schema in a snapshot,
-        // and the transaction's first write would then fail at once with `database is locked`
-        // whenever a writer of the child table committed in between.
-        "{header}DELETE FROM {table};\n{drop}{insert}{update}{delete}{backfill}",
-        header = header(spec, follow),
-        drop = drop_triggers(spec, follow, dialect),
-        table = q(spec.table),
-        backfill = backfill(spec, follow, dialect),
+        // The DELETEs first: a write statement takes SQLite's write lock before it reads,
+        // through the busy timeout; `DROP TRIGGER IF EXISTS` first would read the schema in a
+        // snapshot, and the transaction's first write would then fail at once with `database
+        // is locked` whenever a writer of the child table committed in between.
+        "{header}{empty}{drop}{insert}{update}{delete}{backfills}",
+        header = followers.header(),
+        empty = empty_tables(followers, dialect),
+        drop = drop_before_up(followers, dialect),
+        insert = trigger("insert", "INSERT", &insert),
+        update = trigger("update", &update_event, &update),
+        delete = trigger("delete", "DELETE", &delete),
+        backfills = backfills(followers, dialect),
     )
 }
 
@@ -453,48 +613,105 @@ mod tests {
         filter: &[],
     };
 
-    fn spec(table: &'static str) -> CounterSpec {
-        CounterSpec { table, ..TEST_SPEC }
+    fn spec(table: &'static str, follow: FollowSpec) -> CounterSpec {
+        CounterSpec {
+            table,
+            follow: Some(follow),
+            ..TEST_SPEC
+        }
     }
 
     #[test]
     fn the_triggers_count_only_rows_that_pass_the_filter() {
-        let up = follow_up_sql(&spec("posts_comments_slots"), &COMMENTS, Dialect::Postgres);
+        let comments = [spec("posts_comments_slots", COMMENTS)];
+        let up = follow_up_sql("comments", &comments, Dialect::Postgres);
         assert!(
             up.contains(r#"slotted_r."post_id" IS NOT NULL AND slotted_r."deleted" IS NOT TRUE AND slotted_r."removed" IS NOT TRUE"#),
             "{up}"
         );
         assert!(
-            up.contains(r#"CREATE TRIGGER "slotted_follow_posts_comments_slots_update" AFTER UPDATE ON "comments""#),
+            up.contains(
+                r#"CREATE TRIGGER "slotted_follow_comments_update" AFTER UPDATE ON "comments""#
+            ),
             "{up}"
         );
-        let up = follow_up_sql(&spec("posts_comments_slots"), &COMMENTS, Dialect::Sqlite);
+        let up = follow_up_sql("comments", &comments, Dialect::Sqlite);
         assert!(
             up.contains(r#"AFTER UPDATE OF "post_id", "deleted", "removed" ON "comments""#),
             "{up}"
         );
-        let up = follow_up_sql(&spec("posts_score_slots"), &SCORE, Dialect::Mysql);
+        let votes = [spec("posts_score_slots", SCORE)];
+        let up = follow_up_sql("post_votes", &votes, Dialect::Mysql);
         assert!(
             up.contains("SET slotted_new = COALESCE(NEW.`score`, 0)"),
             "{up}"
         );
         assert!(
-            up.starts_with("-- slotted: Post.likes follows post_votes"),
+            up.starts_with("-- slotted: Post.likes follow post_votes"),
             "{up}"
         );
+        // A table no counter follows: nothing.
+        assert_eq!(follow_up_sql("post_votes", &comments, Dialect::Mysql), "");
+    }
+
+    #[test]
+    fn one_set_of_triggers_keeps_every_counter_of_a_child_table_in_table_order() {
+        let site = FollowSpec {
+            table: "comments",
+            key_columns: &[],
+            record: Some(1),
+            sum: None,
+            filter: &[("local", true)],
+        };
+        let specs = [
+            spec("sites_comments_slots", site),
+            spec("posts_comments_slots", COMMENTS),
+            spec("posts_score_slots", SCORE),
+        ];
+        for dialect in [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite] {
+            let up = follow_up_sql("comments", &specs, dialect);
+            let creates = up.matches("CREATE TRIGGER").count();
+            assert_eq!(creates, 3, "{dialect:?}: {up}");
+            let posts = up.find("INSERT INTO ").map(|_| ()).and(up.find(&format!(
+                "INSERT INTO {}",
+                quote(dialect, "posts_comments_slots")
+            )));
+            let sites = up.find(&format!(
+                "INSERT INTO {}",
+                quote(dialect, "sites_comments_slots")
+            ));
+            assert!(posts.unwrap() < sites.unwrap(), "{dialect:?}: {up}");
+            // The counter of another child table is not in them.
+            assert!(!up.contains("posts_score_slots"), "{dialect:?}: {up}");
+            // The writer index is taken once per trigger.
+            let takes = match dialect {
+                Dialect::Postgres => up.matches("pg_try_advisory_lock").count(),
+                Dialect::Mysql => up.matches("WHILE @slotted_writer IS NULL").count(),
+                Dialect::Sqlite => 0,
+            };
+            assert_eq!(
+                takes,
+                match dialect {
+                    Dialect::Postgres => 1,
+                    Dialect::Mysql => 3,
+                    Dialect::Sqlite => 0,
+                },
+                "{dialect:?}: {up}"
+            );
+        }
     }
 
     #[test]
     fn the_removal_drops_only_the_triggers() {
-        let down = follow_down_sql(&spec("posts_comments_slots"), &COMMENTS, Dialect::Postgres);
+        let down = follow_down_sql("comments", Dialect::Postgres);
         assert_eq!(
             down,
-            "DROP TRIGGER IF EXISTS \"slotted_follow_posts_comments_slots_insert\" ON \"comments\";\n\
-             DROP TRIGGER IF EXISTS \"slotted_follow_posts_comments_slots_update\" ON \"comments\";\n\
-             DROP TRIGGER IF EXISTS \"slotted_follow_posts_comments_slots_delete\" ON \"comments\";\n\
-             DROP FUNCTION IF EXISTS \"slotted_follow_posts_comments_slots\"();\n"
+            "DROP TRIGGER IF EXISTS \"slotted_follow_comments_insert\" ON \"comments\";\n\
+             DROP TRIGGER IF EXISTS \"slotted_follow_comments_update\" ON \"comments\";\n\
+             DROP TRIGGER IF EXISTS \"slotted_follow_comments_delete\" ON \"comments\";\n\
+             DROP FUNCTION IF EXISTS \"slotted_follow_comments\"();\n"
         );
-        let down = follow_down_sql(&spec("posts_comments_slots"), &COMMENTS, Dialect::Sqlite);
+        let down = follow_down_sql("comments", Dialect::Sqlite);
         assert_eq!(down.lines().count(), 3);
         assert!(down
             .lines()
@@ -503,21 +720,19 @@ mod tests {
 
     #[test]
     fn long_names_are_shortened_within_every_backends_limit() {
-        let long = "a_counter_table_whose_name_is_long_enough_to_pass_the_limit_slots";
-        let name = object_name(&spec(long), "update");
+        let long = "a_child_table_whose_name_is_long_enough_to_pass_the_identifier_limit";
+        let name = trigger_name(long, "update");
         assert!(name.len() <= 63, "{name}");
-        assert_ne!(name, object_name(&spec(long), "insert"));
+        assert_ne!(name, trigger_name(long, "insert"));
     }
 
     /// `SLOTTED_PRINT_FOLLOW=1 cargo test -p slotted-core --lib follow -- --nocapture`: the DDL.
     #[test]
     fn print() {
         if std::env::var("SLOTTED_PRINT_FOLLOW").is_ok() {
+            let specs = [spec("posts_comments_slots", COMMENTS)];
             for dialect in [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite] {
-                println!(
-                    "{}",
-                    follow_up_sql(&spec("posts_comments_slots"), &COMMENTS, dialect)
-                );
+                println!("{}", follow_up_sql("comments", &specs, dialect));
             }
         }
     }

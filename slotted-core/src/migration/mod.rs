@@ -12,7 +12,6 @@ use diesel::migration::{
 };
 
 use crate::dialect::{CounterBackend, Dialect};
-use crate::follow::FollowSpec;
 use crate::key::KeyKind;
 use crate::sql::adopt::COLUMNS_TABLE;
 use crate::sql::flush::FLUSHES_TABLE;
@@ -51,7 +50,9 @@ pub struct CounterMigrations {
 }
 
 /// One table a migration creates.
-#[derive(Debug, Clone, Copy)]
+// A few per migration set, made when the migrations are listed: their size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
 enum Table {
     Counter(CounterSpec),
     /// The write-behind buffer's flush log, `slotted_flushes`.
@@ -59,9 +60,13 @@ enum Table {
     /// The claims of roll-ups on their cache columns, `slotted_columns`: created with any
     /// counter that has a `cache` or adopts a column.
     Columns,
-    /// The triggers of a counter that follows a child table (no table of its own): after every
-    /// counter table, so that its counter table exists when it runs.
-    Follow(CounterSpec, FollowSpec),
+    /// The triggers on a child table that keep every counter following it (no table of its
+    /// own): after every counter table, so that the counter tables exist when it runs.
+    Follow {
+        child: &'static str,
+        /// The counters that follow `child`.
+        specs: Vec<CounterSpec>,
+    },
 }
 
 impl Table {
@@ -70,13 +75,14 @@ impl Table {
             Table::Counter(spec) => migration_version(spec),
             Table::FlushLog => hashed_version(FLUSHES_TABLE, ""),
             Table::Columns => hashed_version(COLUMNS_TABLE, ""),
-            Table::Follow(spec, follow) => follow_version(spec, follow),
+            Table::Follow { child, specs } => follow_version(child, specs),
         }
     }
 
     fn name(&self) -> &'static str {
         match self {
-            Table::Counter(spec) | Table::Follow(spec, _) => spec.table,
+            Table::Counter(spec) => spec.table,
+            Table::Follow { child, .. } => child,
             Table::FlushLog => FLUSHES_TABLE,
             Table::Columns => COLUMNS_TABLE,
         }
@@ -91,8 +97,9 @@ impl Table {
             Table::Counter(spec) => format!("the counter table {}", spec.table),
             Table::FlushLog => format!("the buffer's log table {FLUSHES_TABLE}"),
             Table::Columns => format!("slotted's column-claims table {COLUMNS_TABLE}"),
-            Table::Follow(spec, follow) => {
-                format!("the triggers on {} that keep {}", follow.table, spec.table)
+            Table::Follow { child, specs } => {
+                let tables: Vec<&str> = specs.iter().map(|spec| spec.table).collect();
+                format!("the triggers on {child} that keep {}", tables.join(", "))
             }
         }
     }
@@ -101,7 +108,7 @@ impl Table {
     /// which print-schema does not print.
     fn pattern(&self) -> Option<String> {
         match self {
-            Table::Follow(..) => None,
+            Table::Follow { .. } => None,
             _ => Some(format!("^{}$", self.name())),
         }
     }
@@ -109,7 +116,7 @@ impl Table {
     fn folder(&self) -> String {
         let version = self.version();
         let action = match self {
-            Table::Follow(..) => "follow",
+            Table::Follow { .. } => "follow",
             _ => "create",
         };
         format!(
@@ -125,7 +132,7 @@ impl Table {
             Table::Counter(spec) => up_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::up_sql(dialect),
             Table::Columns => crate::sql::adopt::up_sql(dialect),
-            Table::Follow(spec, follow) => follow_up_sql(spec, follow, dialect),
+            Table::Follow { child, specs } => follow_up_sql(child, specs, dialect),
         }
     }
 
@@ -134,7 +141,7 @@ impl Table {
             Table::Counter(spec) => down_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::down_sql(dialect),
             Table::Columns => crate::sql::adopt::down_sql(dialect),
-            Table::Follow(spec, follow) => follow_down_sql(spec, follow, dialect),
+            Table::Follow { child, .. } => follow_down_sql(child, dialect),
         }
     }
 }
@@ -194,13 +201,24 @@ impl CounterMigrations {
         if self.flush_log {
             tables.push(Table::FlushLog);
         }
-        let mut seen = std::collections::HashSet::new();
-        tables.extend(
-            self.specs
-                .iter()
-                .filter_map(|spec| Some(Table::Follow(*spec, spec.follow?)))
-                .filter(|table| seen.insert(table.version())),
-        );
+        // One migration per child table, for every counter that follows it.
+        let mut children: Vec<&'static str> = Vec::new();
+        for follow in self.specs.iter().filter_map(|spec| spec.follow) {
+            if !children.contains(&follow.table) {
+                children.push(follow.table);
+            }
+        }
+        tables.extend(children.into_iter().map(|child| {
+            Table::Follow {
+                child,
+                specs: self
+                    .specs
+                    .iter()
+                    .filter(|spec| spec.follow.is_some_and(|f| f.table == child))
+                    .copied()
+                    .collect(),
+            }
+        }));
         tables
     }
 }
@@ -227,22 +245,14 @@ fn hashed_version(table: &str, layout: &str) -> String {
     format!("slotted{hash:016x}")
 }
 
-/// The migration version of a counter's triggers on the child table it follows: `slottedz` and a
-/// hash of its definition (the counter table, the child's table and columns, the filter, the
-/// record and the slot count, which the triggers carry). After every counter table's version (`z` sorts after
-/// every hex digit), so the counter table exists when the triggers are made; a changed
-/// definition is a new migration, which replaces the triggers and counts the child rows again.
-fn follow_version(spec: &CounterSpec, follow: &FollowSpec) -> String {
-    let definition = format!(
-        "follow/{}/{}/{}/{:?}/{:?}/{}/{:?}",
-        spec.table,
-        follow.table,
-        follow.key_columns.join(","),
-        follow.sum,
-        follow.filter,
-        spec.slots,
-        follow.record,
-    );
+/// The migration version of the triggers on a child table: `slottedz` and a hash of what they
+/// carry (each following counter's table, the child's columns, the filter, the record and the
+/// slot count). After every counter table's version (`z` sorts after every hex digit), so the
+/// counter tables exist when the triggers are made; a changed definition, or a counter more or
+/// less following the table, is a new migration, which replaces the triggers and counts the
+/// child rows again.
+fn follow_version(child: &'static str, specs: &[CounterSpec]) -> String {
+    let definition = follow::Followers::of(child, specs).definition();
     format!(
         "slottedz{:016x}",
         crate::table::stable_hash(definition.as_bytes())

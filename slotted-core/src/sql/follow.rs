@@ -116,15 +116,19 @@ impl FromCounterRow for VerifyRow {
     }
 }
 
-/// How many of the counter's triggers exist on the child table and are enabled, as the text of
-/// one `slotted_total`: all of `names` when all is well (PostgreSQL: one trigger for every event;
-/// MySQL and SQLite: one per event). MySQL cannot disable a trigger, only drop it;
-/// PostgreSQL's `ALTER TABLE … DISABLE TRIGGER` leaves it in `pg_trigger` with
-/// `tgenabled = 'D'`; SQLite has neither.
+/// How many of the child table's triggers exist, are enabled and keep the counter table
+/// `counter` (their SQL names it, quoted), as the text of one `slotted_total`: all of `names`
+/// when all is well (one trigger for every event). A trigger missing, disabled, or made by a
+/// migration of other counters (every counter that follows a table belongs in one
+/// [`CounterMigrations`](crate::CounterMigrations)) counts less. MySQL cannot disable a
+/// trigger, only drop it; PostgreSQL's `ALTER TABLE … DISABLE TRIGGER` leaves it in
+/// `pg_trigger` with `tgenabled = 'D'`; SQLite has neither.
 #[derive(Debug, Clone)]
 pub(crate) struct EnabledTriggers<'a> {
     pub child: &'a str,
     pub names: Vec<String>,
+    /// The counter table, quoted as the trigger's SQL quotes it.
+    pub counter: String,
 }
 
 impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
@@ -135,17 +139,25 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
                 "SELECT CAST(COUNT(*) AS TEXT) AS slotted_total FROM pg_trigger t \
                  JOIN pg_class c ON c.oid = t.tgrelid \
                  JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 JOIN pg_proc p ON p.oid = t.tgfoid \
                  WHERE n.nspname = ANY (current_schemas(false)) AND t.tgenabled <> 'D' \
-                 AND c.relname = "
+                 AND strpos(p.prosrc, "
             }
             Dialect::Mysql => {
                 "SELECT CAST(COUNT(*) AS CHAR) AS slotted_total FROM information_schema.triggers \
-                 WHERE trigger_schema = DATABASE() AND event_object_table = "
+                 WHERE trigger_schema = DATABASE() AND LOCATE("
             }
             Dialect::Sqlite => {
                 "SELECT CAST(COUNT(*) AS TEXT) AS slotted_total FROM sqlite_master WHERE type = 'trigger' \
-                 AND tbl_name = "
+                 AND instr(sql, "
             }
+        });
+        // The counter table's quoted name, within the trigger's (or its function's) SQL.
+        DB::push_text(&mut out, &self.counter)?;
+        out.push_sql(match DB::DIALECT {
+            Dialect::Postgres => ") > 0 AND c.relname = ",
+            Dialect::Mysql => ", action_statement) > 0 AND event_object_table = ",
+            Dialect::Sqlite => ") > 0 AND tbl_name = ",
         });
         DB::push_text(&mut out, self.child)?;
         out.push_sql(match DB::DIALECT {
