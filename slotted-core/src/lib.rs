@@ -52,6 +52,7 @@ pub mod maintenance;
 pub mod migration;
 pub mod pooling;
 pub mod prelude;
+pub mod query;
 mod reports;
 pub mod retry;
 mod slot;

@@ -248,6 +248,7 @@ pub fn expand_fallback(fallback: &Fallback<'_>) -> TokenStream {
     let stubs = fallback.stubs.iter().map(|name| {
         let of = format_ident!("{}_of", name);
         let totals = format_ident!("{}_totals", name);
+        let total = format_ident!("{}_total", name);
         let invalid = quote!(#krate::Counter<'static, #krate::__private::InvalidCounter>);
         quote! {
             #[doc(hidden)]
@@ -266,6 +267,13 @@ pub fn expand_fallback(fallback: &Fallback<'_>) -> TokenStream {
                 _conn: &mut C,
             ) -> #krate::Result<#krate::__private::HashMap<K, i64>> {
                 ::core::result::Result::Ok(#krate::__private::HashMap::new())
+            }
+
+            #[doc(hidden)]
+            #vis fn #total<K>(
+                _key: K,
+            ) -> #krate::__private::diesel::expression::SqlLiteral<#krate::__private::diesel::sql_types::BigInt> {
+                #krate::__private::diesel::dsl::sql("0")
             }
         }
     });
@@ -376,6 +384,7 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
     let of = format_ident!("{}_of", name);
     let totals = format_ident!("{}_totals", name);
     let totals_async = format_ident!("{}_totals_async", name);
+    let total = format_ident!("{}_total", name);
     let model_name = ident.unraw().to_string();
     let counter_name = name.to_string();
     let slots = counter.slots;
@@ -501,6 +510,12 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
         "The `{counter_name}` counts of many records by key, each key present (0 when it has no \
          slot): one query per `slotted_core::TOTALS_CHUNK` keys."
     );
+    let total_doc = format!(
+        "The exact `{counter_name}` total of the record whose key is `key`, as an SQL expression \
+         for `select`, `filter` and `order_by`: `key` is the key in the query, such as the \
+         model's key column (a tuple of columns for a composite key). A correlated subquery \
+         over the record's slot rows; see `slotted_core::query`."
+    );
     quote! {
         #declaration
         #key_check
@@ -541,6 +556,27 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
                 key: impl #krate::__private::IntoCounterKey<#key_ty>,
             ) -> #krate::Counter<'static, #ty> {
                 #krate::Counter::of(#krate::__private::IntoCounterKey::into_counter_key(key))
+            }
+
+            #[doc = #total_doc]
+            #vis fn #total<__SlottedKeyExpression>(
+                key: __SlottedKeyExpression,
+            ) -> #krate::query::Total<
+                #ty,
+                <__SlottedKeyExpression as #krate::__private::diesel::expression::AsExpression<
+                    <#key_ty as #krate::CounterKey>::SqlType,
+                >>::Expression,
+            >
+            where
+                __SlottedKeyExpression: #krate::__private::diesel::expression::AsExpression<
+                    <#key_ty as #krate::CounterKey>::SqlType,
+                >,
+            {
+                #krate::query::Total::new(
+                    #krate::__private::diesel::expression::AsExpression::<
+                        <#key_ty as #krate::CounterKey>::SqlType,
+                    >::as_expression(key),
+                )
             }
 
             #[doc = #totals_doc]

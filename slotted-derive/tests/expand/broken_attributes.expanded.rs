@@ -48,6 +48,26 @@ impl Post {
             ::slotted_core::__private::IntoCounterKey::into_counter_key(key),
         )
     }
+    ///The exact `views` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
+    pub fn views_total<__SlottedKeyExpression>(
+        key: __SlottedKeyExpression,
+    ) -> ::slotted_core::query::Total<
+        posts_views_slots::table,
+        <__SlottedKeyExpression as ::slotted_core::__private::diesel::expression::AsExpression<
+            <i32 as ::slotted_core::CounterKey>::SqlType,
+        >>::Expression,
+    >
+    where
+        __SlottedKeyExpression: ::slotted_core::__private::diesel::expression::AsExpression<
+            <i32 as ::slotted_core::CounterKey>::SqlType,
+        >,
+    {
+        ::slotted_core::query::Total::new(
+            ::slotted_core::__private::diesel::expression::AsExpression::<
+                <i32 as ::slotted_core::CounterKey>::SqlType,
+            >::as_expression(key),
+        )
+    }
     ///The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn views_totals<C: ::slotted_core::CounterConnection>(
         keys: &[i32],
@@ -95,6 +115,14 @@ impl Post {
         ::core::result::Result::Ok(::slotted_core::__private::HashMap::new())
     }
     #[doc(hidden)]
+    pub fn likes_total<K>(
+        _key: K,
+    ) -> ::slotted_core::__private::diesel::expression::SqlLiteral<
+        ::slotted_core::__private::diesel::sql_types::BigInt,
+    > {
+        ::slotted_core::__private::diesel::dsl::sql("0")
+    }
+    #[doc(hidden)]
     pub fn shares(
         &self,
     ) -> ::slotted_core::Counter<'static, ::slotted_core::__private::InvalidCounter> {
@@ -112,5 +140,13 @@ impl Post {
         _conn: &mut C,
     ) -> ::slotted_core::Result<::slotted_core::__private::HashMap<K, i64>> {
         ::core::result::Result::Ok(::slotted_core::__private::HashMap::new())
+    }
+    #[doc(hidden)]
+    pub fn shares_total<K>(
+        _key: K,
+    ) -> ::slotted_core::__private::diesel::expression::SqlLiteral<
+        ::slotted_core::__private::diesel::sql_types::BigInt,
+    > {
+        ::slotted_core::__private::diesel::dsl::sql("0")
     }
 }

@@ -71,6 +71,26 @@ impl Video {
     ) -> slotted::Counter<'static, videos_likes_slots::table> {
         slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
+    ///The exact `likes` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
+    pub fn likes_total<__SlottedKeyExpression>(
+        key: __SlottedKeyExpression,
+    ) -> slotted::query::Total<
+        videos_likes_slots::table,
+        <__SlottedKeyExpression as slotted::__private::diesel::expression::AsExpression<
+            <i64 as slotted::CounterKey>::SqlType,
+        >>::Expression,
+    >
+    where
+        __SlottedKeyExpression: slotted::__private::diesel::expression::AsExpression<
+            <i64 as slotted::CounterKey>::SqlType,
+        >,
+    {
+        slotted::query::Total::new(
+            slotted::__private::diesel::expression::AsExpression::<
+                <i64 as slotted::CounterKey>::SqlType,
+            >::as_expression(key),
+        )
+    }
     ///The `likes` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn likes_totals<C: slotted::CounterConnection>(
         keys: &[i64],
@@ -133,6 +153,26 @@ impl Video {
     ) -> slotted::Counter<'static, video_view_slots::table> {
         slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
+    ///The exact `views` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
+    pub fn views_total<__SlottedKeyExpression>(
+        key: __SlottedKeyExpression,
+    ) -> slotted::query::Total<
+        video_view_slots::table,
+        <__SlottedKeyExpression as slotted::__private::diesel::expression::AsExpression<
+            <i64 as slotted::CounterKey>::SqlType,
+        >>::Expression,
+    >
+    where
+        __SlottedKeyExpression: slotted::__private::diesel::expression::AsExpression<
+            <i64 as slotted::CounterKey>::SqlType,
+        >,
+    {
+        slotted::query::Total::new(
+            slotted::__private::diesel::expression::AsExpression::<
+                <i64 as slotted::CounterKey>::SqlType,
+            >::as_expression(key),
+        )
+    }
     ///The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn views_totals<C: slotted::CounterConnection>(
         keys: &[i64],
@@ -193,6 +233,26 @@ impl Video {
     ) -> slotted::Counter<'static, videos_shares_slots::table> {
         slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
+    ///The exact `shares` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
+    pub fn shares_total<__SlottedKeyExpression>(
+        key: __SlottedKeyExpression,
+    ) -> slotted::query::Total<
+        videos_shares_slots::table,
+        <__SlottedKeyExpression as slotted::__private::diesel::expression::AsExpression<
+            <i64 as slotted::CounterKey>::SqlType,
+        >>::Expression,
+    >
+    where
+        __SlottedKeyExpression: slotted::__private::diesel::expression::AsExpression<
+            <i64 as slotted::CounterKey>::SqlType,
+        >,
+    {
+        slotted::query::Total::new(
+            slotted::__private::diesel::expression::AsExpression::<
+                <i64 as slotted::CounterKey>::SqlType,
+            >::as_expression(key),
+        )
+    }
     ///The `shares` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn shares_totals<C: slotted::CounterConnection>(
         keys: &[i64],
@@ -252,6 +312,26 @@ impl Video {
         key: impl slotted::__private::IntoCounterKey<i64>,
     ) -> slotted::Counter<'static, videos_saves::counter> {
         slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
+    }
+    ///The exact `saves` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
+    pub fn saves_total<__SlottedKeyExpression>(
+        key: __SlottedKeyExpression,
+    ) -> slotted::query::Total<
+        videos_saves::counter,
+        <__SlottedKeyExpression as slotted::__private::diesel::expression::AsExpression<
+            <i64 as slotted::CounterKey>::SqlType,
+        >>::Expression,
+    >
+    where
+        __SlottedKeyExpression: slotted::__private::diesel::expression::AsExpression<
+            <i64 as slotted::CounterKey>::SqlType,
+        >,
+    {
+        slotted::query::Total::new(
+            slotted::__private::diesel::expression::AsExpression::<
+                <i64 as slotted::CounterKey>::SqlType,
+            >::as_expression(key),
+        )
     }
     ///The `saves` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn saves_totals<C: slotted::CounterConnection>(

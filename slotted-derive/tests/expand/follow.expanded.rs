@@ -89,6 +89,26 @@ impl Post {
             ::slotted_core::__private::IntoCounterKey::into_counter_key(key),
         )
     }
+    ///The exact `comments` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
+    pub fn comments_total<__SlottedKeyExpression>(
+        key: __SlottedKeyExpression,
+    ) -> ::slotted_core::query::Total<
+        posts_comments_slots::table,
+        <__SlottedKeyExpression as ::slotted_core::__private::diesel::expression::AsExpression<
+            <i32 as ::slotted_core::CounterKey>::SqlType,
+        >>::Expression,
+    >
+    where
+        __SlottedKeyExpression: ::slotted_core::__private::diesel::expression::AsExpression<
+            <i32 as ::slotted_core::CounterKey>::SqlType,
+        >,
+    {
+        ::slotted_core::query::Total::new(
+            ::slotted_core::__private::diesel::expression::AsExpression::<
+                <i32 as ::slotted_core::CounterKey>::SqlType,
+            >::as_expression(key),
+        )
+    }
     ///The `comments` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn comments_totals<C: ::slotted_core::CounterConnection>(
         keys: &[i32],
@@ -181,6 +201,26 @@ impl Post {
     ) -> ::slotted_core::Counter<'static, posts_score_slots::table> {
         ::slotted_core::Counter::of(
             ::slotted_core::__private::IntoCounterKey::into_counter_key(key),
+        )
+    }
+    ///The exact `score` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
+    pub fn score_total<__SlottedKeyExpression>(
+        key: __SlottedKeyExpression,
+    ) -> ::slotted_core::query::Total<
+        posts_score_slots::table,
+        <__SlottedKeyExpression as ::slotted_core::__private::diesel::expression::AsExpression<
+            <i32 as ::slotted_core::CounterKey>::SqlType,
+        >>::Expression,
+    >
+    where
+        __SlottedKeyExpression: ::slotted_core::__private::diesel::expression::AsExpression<
+            <i32 as ::slotted_core::CounterKey>::SqlType,
+        >,
+    {
+        ::slotted_core::query::Total::new(
+            ::slotted_core::__private::diesel::expression::AsExpression::<
+                <i32 as ::slotted_core::CounterKey>::SqlType,
+            >::as_expression(key),
         )
     }
     ///The `score` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
