@@ -54,10 +54,10 @@ impl std::ops::AddAssign for CompactionReport {
 /// What a cache roll-up did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RefreshReport {
-    /// Rows of the model's table the roll-up wrote the total into: every row found for a key,
-    /// whether or not its cache already held that total (on MySQL too: Diesel and diesel-async
-    /// connect with `CLIENT_FOUND_ROWS`, so rows matched count, not only rows changed). A key
-    /// with no row in the model's table is not counted.
+    /// Rows of the model's table whose cache the roll-up changed to their total. A row whose
+    /// cache held its total already is not written (no dead tuple, no row lock on
+    /// PostgreSQL, no binary log event) and not counted, and neither is a key with no row in
+    /// the model's table.
     pub updated: u64,
     /// Records whose cache was left as it was, with the reason (a total outside `i64`): every
     /// other record was refreshed.
