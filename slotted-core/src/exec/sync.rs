@@ -18,7 +18,7 @@ use diesel::{QueryResult, RunQueryDsl};
 
 use super::{BoxFuture, Exec, Run, Statement};
 use crate::dialect::{CounterBackend, Dialect};
-use crate::sql::transaction::{Begin, Commit};
+use crate::sql::transaction::{Begin, BeginImmediate, Commit};
 
 /// A connection whose backend slotted supports: `SqliteConnection`, `PgConnection`,
 /// `MysqlConnection`, and r2d2's `PooledConnection`s of them.
@@ -75,7 +75,8 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
     fn begin(&mut self) -> BoxFuture<'_, QueryResult<()>> {
         Box::pin(ready(match C::Backend::DIALECT {
             Dialect::Mysql => begin_prepared(self.0),
-            Dialect::Postgres | Dialect::Sqlite => C::TransactionManager::begin_transaction(self.0),
+            Dialect::Sqlite => begin_immediate(self.0),
+            Dialect::Postgres => C::TransactionManager::begin_transaction(self.0),
         }))
     }
 
@@ -150,6 +151,22 @@ fn begin_prepared<C: CounterConnection>(conn: &mut C) -> QueryResult<()> {
         }
     }
     C::TransactionManager::begin_transaction(conn)
+}
+
+/// SQLite: opens a transaction with `BEGIN IMMEDIATE` ([`BeginImmediate`]): every transaction
+/// slotted opens writes, and a job that reads first (a roll-up reads its totals, then writes
+/// them) would otherwise fail with `database is locked` whenever a writer committed in between.
+/// Recorded in Diesel's transaction manager as [`begin_prepared`] records its `BEGIN`; inside an
+/// open transaction, Diesel makes the savepoint.
+fn begin_immediate<C: CounterConnection>(conn: &mut C) -> QueryResult<()> {
+    if C::TransactionManager::transaction_manager_status_mut(conn)
+        .transaction_depth()?
+        .is_some()
+    {
+        return C::TransactionManager::begin_transaction(conn);
+    }
+    Run(BeginImmediate).execute(conn)?;
+    change_depth(conn, TransactionDepthChange::IncreaseDepth)
 }
 
 /// Set once a server refused `BEGIN` as a prepared statement: MariaDB prepares it, MySQL may

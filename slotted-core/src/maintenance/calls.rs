@@ -558,7 +558,7 @@ pub trait CounterMaintenance: CounterTable {
 impl<T: CounterTable> CounterMaintenance for T {}
 
 /// Runs a table-level maintenance call in its span: `job` on `conn`, to its end.
-fn table_call<T: CounterTable, C: CounterConnection, O: crate::trace::Outcome>(
+pub(super) fn table_call<T: CounterTable, C: CounterConnection, O: crate::trace::Outcome>(
     op: &'static str,
     conn: &mut C,
     job: impl FnOnce(&mut SyncExec<'_, C>) -> O,

@@ -10,6 +10,7 @@ mod adopt;
 mod calls;
 mod fold;
 mod follow;
+mod maintainer;
 pub(crate) mod pace;
 
 use std::time::{Duration, SystemTime};
@@ -36,6 +37,7 @@ use crate::CounterConnection;
 use crate::{exec::asynch::AsyncExec, AsyncCounterConnection};
 pub use calls::CounterMaintenance;
 use fold::{for_each_page, Fold, ROWS_PER_STATEMENT};
+pub use maintainer::{JobReport, Maintainer, MaintainerBuilder, MaintainerReport, Retention};
 use pace::{paced, stopped, Pace};
 #[cfg(feature = "async")]
 use std::future::Future;

@@ -20,6 +20,7 @@ pub(crate) mod diagnostics;
 pub(crate) mod flush;
 pub(crate) mod follow;
 pub(crate) mod json_table;
+pub(crate) mod lease;
 pub(crate) mod maintenance;
 pub(crate) mod read;
 pub(crate) mod slot;

@@ -18,6 +18,12 @@ pub(crate) struct Begin;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Commit;
 
+/// SQLite's `BEGIN IMMEDIATE`: the write lock first, through the busy timeout. A deferred
+/// transaction that reads, then writes, fails at once with `database is locked` (no busy
+/// timeout applies to that upgrade) whenever another writer committed after its read began.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BeginImmediate;
+
 macro_rules! tx_control {
     ($($ty:ident => $sql:literal),*) => {$(
         impl<DB: Backend> QueryFragment<DB> for $ty {
@@ -32,4 +38,4 @@ macro_rules! tx_control {
         }
     )*};
 }
-tx_control!(Begin => "BEGIN", Commit => "COMMIT");
+tx_control!(Begin => "BEGIN", Commit => "COMMIT", BeginImmediate => "BEGIN IMMEDIATE");

@@ -1,0 +1,297 @@
+//! The maintainer (issue 41), on every backend: one thread over an r2d2 pool that keeps
+//! counters compacted, their cached columns within a freshness bound and their old buckets
+//! retired, beside writers, exactly; two maintainers of one database, one of which works while
+//! the other stands by and takes over when it stops; a follow counter's drift reported; a
+//! failing job and a pool that cannot connect reported and retried, never a panic, and a stop
+//! within its bound.
+
+use std::time::{Duration, Instant};
+
+use diesel::r2d2::R2D2Connection;
+use slotted_core::maintenance::{Maintainer, MaintainerReport, Retention};
+use slotted_tests::forum::{self, ForumPost};
+use slotted_tests::lifecycle::*;
+use slotted_tests::{backend_tests, pool, Stop, TestConnection, TestDb};
+
+backend_tests! {
+    all: [
+        a_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers,
+        a_failing_job_and_a_pool_that_cannot_connect_are_reported,
+        a_follow_counters_drift_is_reported_then_repaired,
+    ],
+    servers: [two_maintainers_of_one_database_share_the_work],
+}
+
+const BOUND: Duration = Duration::from_millis(200);
+
+/// Waits up to 10 s for `what` of the maintainer's report.
+fn until(maintainer: &Maintainer, what: &str, ok: impl Fn(&MaintainerReport) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if ok(&maintainer.report()) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what}: {:?}", maintainer.report());
+}
+
+fn cached<C: TestConnection>(conn: &mut C, id: i32) -> i64 {
+    conn.query_i64(&format!(
+        "SELECT CAST(likes_count AS {}) AS n FROM articles WHERE id = {id}",
+        if C::NAME == "mysql" {
+            "SIGNED"
+        } else {
+            "BIGINT"
+        }
+    ))
+}
+
+fn a_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers<
+    C: TestConnection + R2D2Connection,
+>(
+    test: &str,
+) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    migrate(&mut conn);
+    conn.batch_execute("INSERT INTO articles (id) VALUES (1), (2), (3), (4)")
+        .unwrap();
+    // An old day bucket, which retention deletes.
+    let old = std::time::SystemTime::now() - Duration::from_secs(40 * 86_400);
+    Download::daily_of(1).at(old).add(5, &mut conn).unwrap();
+    Download::daily_of(1).add(2, &mut conn).unwrap();
+
+    let maintainer = Maintainer::builder(pool::<C>(&db.url, 4))
+        .counter::<articles_likes_slots::table>()
+        .counter::<downloads_daily_slots::table>()
+        .retention::<downloads_daily_slots::table>(Retention::Delete(Duration::from_secs(
+            30 * 86_400,
+        )))
+        .freshness(BOUND)
+        .start()
+        .unwrap();
+    let writers = if C::NAME == "sqlite" { 1 } else { 3 };
+    let stop = Stop::new();
+    let acked: Vec<Vec<i64>> = std::thread::scope(|scope| {
+        let _stop_on_exit = stop.on_exit();
+        let handles: Vec<_> = (0..writers)
+            .map(|w| {
+                let (url, stop) = (&db.url, &stop);
+                scope.spawn(move || {
+                    let mut conn = C::open(url);
+                    let mut acked = vec![0i64; 5];
+                    let mut i = w;
+                    while !stop.is_set() {
+                        let id = i % 4 + 1;
+                        Article::likes_of(id).increment(&mut conn).unwrap();
+                        acked[id as usize] += 1;
+                        i += 1;
+                        // A request's pace: SQLite's one write lock, taken in a loop that
+                        // never pauses, would leave the maintainer's busy timeout to chance.
+                        std::thread::sleep(Duration::from_micros(500));
+                    }
+                    acked
+                })
+            })
+            .collect();
+        // Writers and the maintainer side by side for a while.
+        std::thread::sleep(Duration::from_millis(1500));
+        stop.set();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let acked = sum_acked(acked);
+    // Within the bound (and a pass), the cached column holds every acknowledged write.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let cache: Vec<i64> = (1..=4).map(|id| cached(&mut conn, id)).collect();
+        if cache == acked[1..] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{cache:?} != {acked:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let report = maintainer.stop(Duration::from_secs(10));
+    assert!(!report.running && !report.active, "{report:?}");
+    assert!(report.passes >= 3, "{report:?}");
+    assert_eq!((report.errors, report.alerts), (0, 0), "{report:?}");
+    assert!(report.worst_staleness.is_some(), "{report:?}");
+    for id in 1..=4 {
+        assert_eq!(
+            Article::likes_of(id).total(&mut conn).unwrap(),
+            acked[id as usize],
+            "the totals are every write, exactly"
+        );
+    }
+    // Compaction ran: one row per record once writers stopped and a pass followed.
+    let rows = conn.query_i64("SELECT COUNT(*) AS n FROM articles_likes_slots");
+    assert!(rows <= 4, "compacted: {rows} slot rows");
+    // Retention deleted the 40-day-old bucket: the total is today's.
+    assert_eq!(Download::daily_of(1).total(&mut conn).unwrap(), 2);
+    assert!(report
+        .jobs
+        .iter()
+        .any(|j| j.name == "retention Download.daily" && j.runs > 0));
+}
+
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+fn two_maintainers_of_one_database_share_the_work<C: TestConnection + R2D2Connection>(test: &str) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    migrate(&mut conn);
+    conn.batch_execute("INSERT INTO articles (id) VALUES (1)")
+        .unwrap();
+    let start = || {
+        Maintainer::builder(pool::<C>(&db.url, 2))
+            .counter::<articles_likes_slots::table>()
+            .freshness(BOUND)
+            .start()
+            .unwrap()
+    };
+    let first = start();
+    until(&first, "the first maintainer holds the lease", |r| {
+        r.active && r.passes > 0
+    });
+    let second = start();
+    // The second stands by for several bounds: it runs no pass.
+    std::thread::sleep(BOUND * 5);
+    let standing_by = second.report();
+    assert!(
+        !standing_by.active && standing_by.passes == 0,
+        "{standing_by:?}"
+    );
+    Article::likes_of(1).add(7, &mut conn).unwrap();
+    until(&first, "the first rolls up", |_| true);
+    // The first stops, giving the lease back: the second takes over and keeps the cache.
+    let stopped = first.stop(Duration::from_secs(10));
+    assert!(!stopped.running && stopped.leases_taken == 1, "{stopped:?}");
+    until(&second, "the second takes over", |r| {
+        r.active && r.passes > 0
+    });
+    Article::likes_of(1).add(5, &mut conn).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cached(&mut conn, 1) != 12 {
+        assert!(Instant::now() < deadline, "{:?}", second.report());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let report = second.stop(Duration::from_secs(10));
+    assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
+}
+
+fn a_failing_job_and_a_pool_that_cannot_connect_are_reported<C: TestConnection + R2D2Connection>(
+    test: &str,
+) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    // The counter tables, but not the model's `articles` table its roll-up writes into.
+    conn.run_pending_migrations(slotted_core::CounterMigrations::of::<Article>())
+        .unwrap();
+    Article::likes_of(1).add(3, &mut conn).unwrap();
+    let maintainer = Maintainer::builder(pool::<C>(&db.url, 2))
+        .counter::<articles_likes_slots::table>()
+        .freshness(BOUND)
+        .start()
+        .unwrap();
+    until(&maintainer, "the roll-up's failure reported", |r| {
+        r.errors >= 2
+            && r.jobs
+                .iter()
+                .any(|j| j.name == "compact Article.likes" && j.runs >= 2)
+    });
+    let report = maintainer.stop(Duration::from_secs(10));
+    let error = report.last_error.clone().unwrap();
+    assert!(
+        error.starts_with("roll up Article.likes: ") && error.contains("articles"),
+        "{report:?}"
+    );
+    assert!(!report.running, "{report:?}");
+    // Failing passes are spaced further and further apart.
+    assert!(report.errors < 20, "backed off: {report:?}");
+
+    // A pool whose database is not there: reported, retried, and stopped within its bound.
+    let missing = match C::NAME {
+        "sqlite" => "/nonexistent-dir/slotted.db".to_owned(),
+        _ => format!("{}_missing", db.url),
+    };
+    let pool = diesel::r2d2::Pool::builder()
+        .max_size(1)
+        .connection_timeout(Duration::from_millis(200))
+        .build_unchecked(diesel::r2d2::ConnectionManager::<C>::new(missing));
+    let maintainer = Maintainer::builder(pool)
+        .counter::<articles_likes_slots::table>()
+        .freshness(BOUND)
+        .start()
+        .unwrap();
+    until(&maintainer, "the pool's failure reported", |r| {
+        r.errors >= 2
+    });
+    let begun = Instant::now();
+    let report = maintainer.stop(Duration::from_secs(5));
+    assert!(!report.running && !report.active, "{report:?}");
+    assert!(begun.elapsed() < Duration::from_secs(5));
+    // The servers' maintainer fails taking the lease; SQLite's, which takes none, its jobs.
+    let failed = if C::NAME == "sqlite" {
+        "compact Article.likes: "
+    } else {
+        "lease: "
+    };
+    let error = report.last_error.clone().unwrap_or_default();
+    assert!(
+        error.starts_with(failed) || error.starts_with("roll up Article.likes: "),
+        "{report:?}"
+    );
+    assert!(error.contains("connection pool"), "{report:?}");
+}
+
+fn a_follow_counters_drift_is_reported_then_repaired<C: TestConnection + R2D2Connection>(
+    test: &str,
+) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    forum::create_tables(&mut conn);
+    conn.run_pending_migrations(forum::migrations()).unwrap();
+    conn.batch_execute("INSERT INTO comments (post_id, author_id) VALUES (1, 1), (1, 2)")
+        .unwrap();
+    // A count written behind the triggers' back.
+    conn.batch_execute(
+        "INSERT INTO forum_posts_comments_slots (record_id, slot, count) VALUES (1, 9, 5)",
+    )
+    .unwrap();
+    let reporting = Maintainer::builder(pool::<C>(&db.url, 2))
+        .counter::<forum::forum_posts_comments_slots::table>()
+        .freshness(BOUND)
+        .start()
+        .unwrap();
+    until(&reporting, "the drift reported", |r| r.alerts >= 1);
+    let report = reporting.stop(Duration::from_secs(10));
+    assert!(
+        report.last_alert.as_deref().is_some_and(
+            |a| a.starts_with("verify ForumPost.comments: ") && a.contains("1 drifted")
+        ),
+        "{report:?}"
+    );
+    assert_eq!(ForumPost::comments_of(1).total(&mut conn).unwrap(), 7);
+
+    let repairing = Maintainer::builder(pool::<C>(&db.url, 2))
+        .counter::<forum::forum_posts_comments_slots::table>()
+        .repair_follow::<forum::forum_posts_comments_slots::table>()
+        .freshness(BOUND)
+        .start()
+        .unwrap();
+    until(&repairing, "the drift repaired", |r| {
+        r.jobs
+            .iter()
+            .any(|j| j.name == "verify ForumPost.comments" && j.runs >= 1)
+    });
+    let report = repairing.stop(Duration::from_secs(10));
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert_eq!(ForumPost::comments_of(1).total(&mut conn).unwrap(), 2);
+}
