@@ -9,6 +9,7 @@ use crate::TestConnection;
 diesel::table! {
     forum_posts (id) {
         id -> Integer,
+        comments_count -> BigInt,
     }
 }
 
@@ -37,10 +38,11 @@ diesel::table! {
     }
 }
 
-/// A post: its comments that are neither deleted nor removed, and the sum of its votes.
-#[derive(Debug, Clone, Queryable, SlottedCounter)]
+/// A post: its comments that are neither deleted nor removed (rolled up into
+/// `comments_count`, the column a feed sorts by), and the sum of its votes.
+#[derive(Debug, Clone, SlottedCounter)]
 #[diesel(table_name = forum_posts)]
-#[slotted(counter = comments, slots = 16, follow = comments(post_id), filter(not(deleted), not(removed)))]
+#[slotted(counter = comments, slots = 16, follow = comments(post_id), filter(not(deleted), not(removed)), cache = comments_count)]
 #[slotted(counter = score, slots = 16, follow = post_votes(post_id), sum = score)]
 pub struct ForumPost {
     pub id: i32,
@@ -93,7 +95,7 @@ pub fn tables_sql(backend: &str) -> String {
         _ => "INTEGER PRIMARY KEY AUTOINCREMENT",
     };
     format!(
-        "CREATE TABLE forum_posts (id INTEGER PRIMARY KEY);
+        "CREATE TABLE forum_posts (id INTEGER PRIMARY KEY, comments_count BIGINT NOT NULL DEFAULT 0);
          CREATE TABLE sites (id INTEGER PRIMARY KEY);
          CREATE TABLE authors (id INTEGER PRIMARY KEY);
          CREATE TABLE comments (

@@ -258,8 +258,11 @@ fn a_follow_counters_drift_is_reported_then_repaired<C: TestConnection + R2D2Con
     let mut conn = C::open(&db.url);
     forum::create_tables(&mut conn);
     conn.run_pending_migrations(forum::migrations()).unwrap();
-    conn.batch_execute("INSERT INTO comments (post_id, author_id) VALUES (1, 1), (1, 2)")
-        .unwrap();
+    conn.batch_execute(
+        "INSERT INTO forum_posts (id) VALUES (1), (2); \
+         INSERT INTO comments (post_id, author_id) VALUES (1, 1), (1, 2)",
+    )
+    .unwrap();
     // A count written behind the triggers' back.
     conn.batch_execute(
         "INSERT INTO forum_posts_comments_slots (record_id, slot, count) VALUES (1, 9, 5)",
@@ -291,7 +294,17 @@ fn a_follow_counters_drift_is_reported_then_repaired<C: TestConnection + R2D2Con
             .iter()
             .any(|j| j.name == "verify ForumPost.comments" && j.runs >= 1)
     });
+    // The counter's roll-up (`cache = comments_count`) follows: the column a feed sorts by.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while conn.query_i64("SELECT comments_count AS n FROM forum_posts WHERE id = 1") != 2 {
+        assert!(Instant::now() < deadline, "{:?}", repairing.report());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let report = repairing.stop(Duration::from_secs(10));
     assert_eq!(report.errors, 0, "{report:?}");
     assert_eq!(ForumPost::comments_of(1).total(&mut conn).unwrap(), 2);
+    assert_eq!(
+        conn.query_i64("SELECT comments_count AS n FROM forum_posts WHERE id = 2"),
+        0
+    );
 }
