@@ -829,16 +829,6 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-fn now_utc() -> String {
-    Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "(date unknown)".into())
-}
-
 fn verdict(met: bool) -> &'static str {
     if met {
         "met"
@@ -886,7 +876,7 @@ fn measure<C: Server>(o: &Options, url: &str) -> Result<(), BoxError> {
     let mut conn = C::establish(url)?;
     conn.batch_execute(C::SCHEMA)?;
     let version = conn.words(C::VERSION)?;
-    let started = now_utc();
+    let started = slotted_examples::now_utc();
     let duration = Duration::from_secs_f64(o.seconds);
 
     let mut modes = vec![Mode::Follow, Mode::HotRow, Mode::Private, Mode::None];

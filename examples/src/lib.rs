@@ -118,3 +118,14 @@ where
     println!("plays_totals(&[1, 2, 3]) = {totals:?}");
     Ok(())
 }
+
+/// The time now, `2026-11-27 12:03 UTC`, for a benchmark's header (`date -u`).
+pub fn now_utc() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "(date unknown)".into())
+}
