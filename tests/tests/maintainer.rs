@@ -3,7 +3,8 @@
 //! retired, beside writers, exactly; two maintainers of one database, one of which works while
 //! the other stands by and takes over when it stops; a follow counter's drift reported; a
 //! failing job and a pool that cannot connect reported and retried, never a panic, and a stop
-//! within its bound.
+//! within its bound; a maintainer process killed (SIGKILL) in the middle of its compaction
+//! pass, which loses no count.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,7 @@ backend_tests! {
         a_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers,
         a_failing_job_and_a_pool_that_cannot_connect_are_reported,
         a_follow_counters_drift_is_reported_then_repaired,
+        a_maintainer_killed_mid_pass_loses_nothing,
     ],
     servers: [two_maintainers_of_one_database_share_the_work],
 }
@@ -307,4 +309,99 @@ fn a_follow_counters_drift_is_reported_then_repaired<C: TestConnection + R2D2Con
         conn.query_i64("SELECT comments_count AS n FROM forum_posts WHERE id = 2"),
         0
     );
+}
+
+/// The environment variable that makes this test binary a maintainer's process: the database
+/// URL it maintains.
+const CHILD: &str = "SLOTTED_MAINTAINER_CHILD";
+
+fn a_maintainer_killed_mid_pass_loses_nothing<C: TestConnection + R2D2Connection>(test: &str) {
+    if let Ok(url) = std::env::var(CHILD) {
+        // The child: compaction in batches of 20 records, pass after pass, until killed (or
+        // 60 s, should its parent be gone).
+        let _maintainer = Maintainer::builder(pool::<C>(&url, 2))
+            .counter::<articles_likes_slots::table>()
+            .batch(20)
+            .freshness(Duration::from_millis(1))
+            .start()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(60));
+        return;
+    }
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    migrate(&mut conn);
+    // 3,000 records, 4 slot rows each: record k's total is 10 k.
+    const RECORDS: i64 = 3_000;
+    for first in (1..=RECORDS).step_by(500) {
+        let ids: Vec<String> = (first..first + 500).map(|k| format!("({k})")).collect();
+        conn.batch_execute(&format!(
+            "INSERT INTO articles (id) VALUES {}",
+            ids.join(", ")
+        ))
+        .unwrap();
+        let slots: Vec<String> = (first..first + 500)
+            .flat_map(|k| (0..4).map(move |slot| format!("({k}, {slot}, {})", k * (slot + 1))))
+            .collect();
+        conn.batch_execute(&format!(
+            "INSERT INTO articles_likes_slots (record_id, slot, count) VALUES {}",
+            slots.join(", ")
+        ))
+        .unwrap();
+    }
+    let rows = |conn: &mut C| conn.query_i64("SELECT COUNT(*) AS n FROM articles_likes_slots");
+    assert_eq!(rows(&mut conn), 4 * RECORDS);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            &format!("{}::{test}", C::NAME),
+            "--exact",
+            "--test-threads=1",
+            "--quiet",
+        ])
+        .env(CHILD, &db.url)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once its pass has compacted some records and before it has compacted them all.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = rows(&mut conn);
+        if left < 4 * RECORDS - 200 && left > RECORDS + 1_000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline && left > RECORDS,
+            "the child's pass: {left} slot rows"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = rows(&mut conn);
+    assert!(
+        left > RECORDS && left < 4 * RECORDS,
+        "killed mid-pass: {left} rows"
+    );
+    let ids: Vec<i32> = (1..=RECORDS as i32).collect();
+    let check = |conn: &mut C, step: &str| {
+        let totals = Article::likes_totals(&ids, conn).unwrap();
+        for id in &ids {
+            assert_eq!(totals[id], 10 * i64::from(*id), "record {id}, {step}");
+        }
+    };
+    check(&mut conn, "after the kill");
+    // A maintainer started afresh finishes the work: one row per record, the same totals.
+    let maintainer = Maintainer::builder(pool::<C>(&db.url, 2))
+        .counter::<articles_likes_slots::table>()
+        .freshness(BOUND)
+        .start()
+        .unwrap();
+    until(&maintainer, "a pass after the kill", |r| r.passes >= 1);
+    let report = maintainer.stop(Duration::from_secs(10));
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert_eq!(rows(&mut conn), RECORDS);
+    check(&mut conn, "after a fresh pass");
+    assert_eq!(cached(&mut conn, 7), 70, "and the roll-up");
 }
