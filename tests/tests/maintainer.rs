@@ -21,7 +21,10 @@ backend_tests! {
         a_follow_counters_drift_is_reported_then_repaired,
         a_maintainer_killed_mid_pass_loses_nothing,
     ],
-    servers: [two_maintainers_of_one_database_share_the_work],
+    servers: [
+        two_maintainers_of_one_database_share_the_work,
+        a_second_process_takes_over_when_the_first_is_killed,
+    ],
 }
 
 const BOUND: Duration = Duration::from_millis(200);
@@ -315,17 +318,89 @@ fn a_follow_counters_drift_is_reported_then_repaired<C: TestConnection + R2D2Con
 /// URL it maintains.
 const CHILD: &str = "SLOTTED_MAINTAINER_CHILD";
 
+/// In the child process (see [`CHILD`]): runs a maintainer of `articles` with compaction in
+/// batches of 20 records, pass after pass, until killed (or 60 s, should its parent be gone),
+/// and returns true. In the test's own process: false.
+fn child_maintainer<C: TestConnection + R2D2Connection>() -> bool {
+    let Ok(url) = std::env::var(CHILD) else {
+        return false;
+    };
+    let _maintainer = Maintainer::builder(pool::<C>(&url, 2))
+        .counter::<articles_likes_slots::table>()
+        .batch(20)
+        .freshness(Duration::from_millis(1))
+        .start()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+    true
+}
+
+/// This test binary, run again as a maintainer's process of `url` (its test `test` only).
+fn spawn_child<C: TestConnection>(test: &str, url: &str) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            &format!("{}::{test}", C::NAME),
+            "--exact",
+            "--test-threads=1",
+            "--quiet",
+        ])
+        .env(CHILD, url)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+fn a_second_process_takes_over_when_the_first_is_killed<C: TestConnection + R2D2Connection>(
+    test: &str,
+) {
+    if child_maintainer::<C>() {
+        return;
+    }
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    migrate(&mut conn);
+    conn.batch_execute("INSERT INTO articles (id) VALUES (1)")
+        .unwrap();
+    let mut child = spawn_child::<C>(test, &db.url);
+    // The child's maintainer holds the lease, and rolls up.
+    Article::likes_of(1).add(4, &mut conn).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cached(&mut conn, 1) != 4 {
+        assert!(Instant::now() < deadline, "the child's maintainer rolls up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let here = Maintainer::builder(pool::<C>(&db.url, 2))
+        .counter::<articles_likes_slots::table>()
+        .freshness(BOUND)
+        .start()
+        .unwrap();
+    std::thread::sleep(BOUND * 5);
+    let standing_by = here.report();
+    assert!(
+        !standing_by.active && standing_by.passes == 0 && standing_by.errors == 0,
+        "{standing_by:?}"
+    );
+    // SIGKILL: its session ends with its connection, and the lease with it.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    until(&here, "this process takes over", |r| {
+        r.active && r.passes > 0
+    });
+    Article::likes_of(1).add(3, &mut conn).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cached(&mut conn, 1) != 7 {
+        assert!(Instant::now() < deadline, "{:?}", here.report());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let report = here.stop(Duration::from_secs(10));
+    assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
+}
+
 fn a_maintainer_killed_mid_pass_loses_nothing<C: TestConnection + R2D2Connection>(test: &str) {
-    if let Ok(url) = std::env::var(CHILD) {
-        // The child: compaction in batches of 20 records, pass after pass, until killed (or
-        // 60 s, should its parent be gone).
-        let _maintainer = Maintainer::builder(pool::<C>(&url, 2))
-            .counter::<articles_likes_slots::table>()
-            .batch(20)
-            .freshness(Duration::from_millis(1))
-            .start()
-            .unwrap();
-        std::thread::sleep(Duration::from_secs(60));
+    if child_maintainer::<C>() {
         return;
     }
     let Some(db) = TestDb::new::<C>(test) else {
@@ -353,17 +428,7 @@ fn a_maintainer_killed_mid_pass_loses_nothing<C: TestConnection + R2D2Connection
     }
     let rows = |conn: &mut C| conn.query_i64("SELECT COUNT(*) AS n FROM articles_likes_slots");
     assert_eq!(rows(&mut conn), 4 * RECORDS);
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            &format!("{}::{test}", C::NAME),
-            "--exact",
-            "--test-threads=1",
-            "--quiet",
-        ])
-        .env(CHILD, &db.url)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_child::<C>(test, &db.url);
     // Killed once its pass has compacted some records and before it has compacted them all.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
