@@ -562,6 +562,103 @@ mod galera {
     /// helper, and bare autocommit increments with no retry at all, while a compactor folds the
     /// same records and a roll-up refreshes their cache column. Every total is exact and the same
     /// on every node; the compactor never fails (a certification conflict reruns its batch).
+    /// A maintainer on every node (each over a pool of its own node): `GET_LOCK` is per node, so
+    /// each holds its node's lease and all run their passes at once, beside writers on every
+    /// node. Their compactions and roll-ups may lose certification to one another (reported,
+    /// and the next pass goes on); every total stays exact, and the cached column converges to
+    /// it on every node.
+    #[test]
+    fn a_maintainer_on_every_node_keeps_counts_exact() {
+        use slotted_core::maintenance::Maintainer;
+        let Some(cluster) = Cluster::migrated("maintainer_every_node") else {
+            return;
+        };
+        cluster
+            .open(0)
+            .batch_execute("INSERT INTO articles (id, likes_count) VALUES (1, 0), (2, 0), (3, 0)")
+            .unwrap();
+        let maintainers: Vec<Maintainer> = cluster
+            .nodes()
+            .map(|n| {
+                Maintainer::builder(slotted_tests::pool::<MysqlConnection>(&cluster.urls[n], 2))
+                    .counter::<articles_likes_slots::table>()
+                    .freshness(Duration::from_millis(200))
+                    .start()
+                    .unwrap()
+            })
+            .collect();
+        let acked: Vec<Vec<i64>> = std::thread::scope(|scope| {
+            let writers: Vec<_> = cluster
+                .nodes()
+                .flat_map(|n| (0..2).map(move |w| (n, w)))
+                .map(|(n, w)| {
+                    let cluster = &cluster;
+                    scope.spawn(move || {
+                        let mut conn = cluster.open(n);
+                        let mut acked = vec![0i64; 4];
+                        let policy = RetryPolicy {
+                            max_retries: 100,
+                            ..RetryPolicy::default()
+                        };
+                        for i in 0..100 {
+                            let key = ((i + w + n) % 3) as i32 + 1;
+                            transaction_with_retry(&mut conn, &policy, |c| {
+                                Article::likes_of(key).increment(c)
+                            })
+                            .expect("a retried transaction commits");
+                            acked[key as usize] += 1;
+                        }
+                        acked
+                    })
+                })
+                .collect();
+            writers.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let acked = lifecycle::sum_acked(acked);
+        for (n, maintainer) in maintainers.iter().enumerate() {
+            let report = maintainer.report();
+            assert!(
+                report.active && report.leases_taken == 1,
+                "node {}: its own lease: {report:?}",
+                n + 1
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let cached = cluster.same_everywhere("cache column", |c| {
+                (1..=3)
+                    .map(|id| {
+                        c.query_i64(&format!(
+                            "SELECT likes_count AS n FROM articles WHERE id = {id}"
+                        ))
+                    })
+                    .collect::<Vec<_>>()
+            });
+            if cached == acked[1..] {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{cached:?} != {acked:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for maintainer in maintainers {
+            let report = maintainer.stop(Duration::from_secs(30));
+            assert!(!report.running && report.passes > 0, "{report:?}");
+            if let Some(error) = &report.last_error {
+                assert!(
+                    error.contains("Deadlock found"),
+                    "only certification: {report:?}"
+                );
+            }
+        }
+        for node in cluster.nodes() {
+            let mut conn = cluster.open(node);
+            let totals = Article::likes_totals(&[1, 2, 3], &mut conn).unwrap();
+            for id in 1..=3 {
+                assert_eq!(totals[&id], acked[id as usize], "node {}", node + 1);
+            }
+        }
+    }
+
     #[test]
     fn concurrent_writers_on_every_node_count_exactly_beside_compaction() {
         let Some(cluster) = Cluster::migrated("concurrent_writers") else {
