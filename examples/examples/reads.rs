@@ -90,9 +90,7 @@ macro_rules! reads {
     };
 }
 
-#[cfg(feature = "postgres")]
 reads!(diesel::PgConnection);
-#[cfg(feature = "mysql")]
 reads!(diesel::MysqlConnection);
 
 struct Options {
@@ -133,9 +131,7 @@ fn main() -> Result<(), BoxError> {
     }
     for backend in o.backends.clone() {
         let report = match backend.as_str() {
-            #[cfg(feature = "postgres")]
             "postgres" => run::<diesel::PgConnection>(&o)?,
-            #[cfg(feature = "mysql")]
             "mysql" => run::<diesel::MysqlConnection>(&o)?,
             other => return Err(format!("--backend postgres or mysql, not `{other}`").into()),
         };

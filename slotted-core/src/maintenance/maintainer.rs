@@ -1,28 +1,4 @@
-//! The maintainer: one call at start-up keeps counters maintained in the background, on a
-//! thread of its own over a connection pool (r2d2's, or any [`ConnectionPool`]).
-//!
-//! Each pass runs, for every counter given, the jobs its declaration calls for: compaction,
-//! the roll-up into its cached column (`cache = …`), the absorb of an adopted column (only
-//! when asked: it says that no old binary writes the column any more), bucket retention (when
-//! asked, with its age), and, at a longer interval, the verify job of a counter that follows a
-//! child table (reporting drift, or repairing it when asked). Passes follow one another so
-//! that a cached column is never staler than the freshness bound: each starts when the bound,
-//! less the last pass's length, has run out.
-//!
-//! Every process of a deployment may run one. They share the work through a lease, a session
-//! lock of the database held on one connection of the pool (PostgreSQL an advisory lock;
-//! MySQL and MariaDB `GET_LOCK`): the maintainer that holds it runs the passes, the others
-//! stand by and check the lease every bound, and one of them takes over within a bound when
-//! the holder stops or its connection breaks. Nothing depends on there being one: every job
-//! is exact beside writers and beside itself, so two maintainers that both run (on a Galera
-//! cluster, whose `GET_LOCK` is per node, or over SQLite, which has no lease) do the work twice
-//! and count nothing twice.
-//!
-//! A failed job is reported ([`MaintainerReport`], and a `tracing` event with the `tracing`
-//! feature), never swallowed, and the pass goes on with the next job; a pass with errors is
-//! followed by a pause that doubles up to 30 s while the failures last (a database that is
-//! down). A maintainer killed mid-batch loses nothing: each batch is a transaction, which the
-//! database rolls back.
+//! The maintainer (see [`Maintainer`]).
 
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -259,8 +235,33 @@ pub enum Retention {
     Fold(Duration),
 }
 
-/// A maintainer's thread: see the [module](self). Stopped by [`stop`](Self::stop), or when
-/// dropped (without waiting).
+/// The maintainer: one call at start-up keeps counters maintained in the background, on a
+/// thread of its own over a connection pool (r2d2's, or any [`ConnectionPool`]).
+///
+/// Each pass runs, for every counter given, the jobs its declaration calls for: compaction,
+/// the roll-up into its cached column (`cache = …`), the absorb of an adopted column (only
+/// when asked: it says that no old binary writes the column any more), bucket retention (when
+/// asked, with its age), and, at a longer interval, the verify job of a counter that follows a
+/// child table (reporting drift, or repairing it when asked). Passes follow one another so
+/// that a cached column is never staler than the freshness bound: each starts when the bound,
+/// less the last pass's length, has run out.
+///
+/// Every process of a deployment may run one. They share the work through a lease, a session
+/// lock of the database held on one connection of the pool (PostgreSQL an advisory lock;
+/// MySQL and MariaDB `GET_LOCK`): the maintainer that holds it runs the passes, the others
+/// stand by and check the lease every bound, and one of them takes over within a bound when
+/// the holder stops or its connection breaks. Nothing depends on there being one: every job
+/// is exact beside writers and beside itself, so two maintainers that both run (on a Galera
+/// cluster, whose `GET_LOCK` is per node, or over SQLite, which has no lease) do the work twice
+/// and count nothing twice.
+///
+/// A failed job is reported ([`MaintainerReport`], and a `tracing` event with the `tracing`
+/// feature), never swallowed, and the pass goes on with the next job; a pass with errors is
+/// followed by a pause that doubles up to 30 s while the failures last (a database that is
+/// down). A maintainer killed mid-batch loses nothing: each batch is a transaction, which the
+/// database rolls back.
+///
+/// Stopped by [`stop`](Self::stop), or when dropped (without waiting).
 pub struct Maintainer {
     shared: Arc<Shared>,
     handle: Option<JoinHandle<()>>,
