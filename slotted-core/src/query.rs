@@ -51,7 +51,7 @@ use diesel::sql_types::BigInt;
 use diesel::QueryResult;
 
 use crate::dialect::{CounterBackend, Dialect};
-use crate::table::CounterTable;
+use crate::table::{CacheSpec, CounterTable};
 
 /// The exact total of the counter `T` for the record whose key is `K` (an expression of the
 /// query the total is part of): a `BigInt` SQL expression, a correlated subquery over the
@@ -99,23 +99,45 @@ where
     DB: CounterBackend,
 {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        let spec = &T::SPEC;
-        out.push_sql("(");
-        if let Some(adopted) = &spec.adopt {
-            // The adopted column of the record's row, by key: whatever the query's FROM.
-            out.push_sql(&format!(
-                "COALESCE((SELECT CAST({} AS {}) FROM ",
-                DB::DIALECT.quote(adopted.column),
-                match DB::DIALECT {
-                    Dialect::Mysql => "SIGNED",
-                    Dialect::Postgres | Dialect::Sqlite => "BIGINT",
-                }
-            ));
-            out.push_identifier(adopted.table)?;
-            out.push_sql(" AS slotted_adopted WHERE ");
-            self.push_key_match(&mut out, "slotted_adopted", adopted.key_columns)?;
-            out.push_sql("), 0) + ");
+        let Some(adopted) = &T::SPEC.adopt else {
+            return self.push_slots(&mut out);
+        };
+        // A counter that adopts a column: that column of the record's row too, until a roll-up
+        // claimed it as its cache (`absorb_all` moved it into the slots then), as every total
+        // reads it.
+        match DB::DIALECT {
+            // SQLite's `+` turns a sum past `i64` into a REAL; its `SUM` raises instead.
+            Dialect::Sqlite => {
+                out.push_sql("(SELECT SUM(slotted_part) FROM (SELECT ");
+                self.push_adopted(&mut out, adopted)?;
+                out.push_sql(" AS slotted_part UNION ALL SELECT ");
+                self.push_slots(&mut out)?;
+                out.push_sql("))");
+            }
+            // BIGINT addition past `i64` is an error on both servers.
+            Dialect::Postgres | Dialect::Mysql => {
+                out.push_sql("(COALESCE(");
+                self.push_adopted(&mut out, adopted)?;
+                out.push_sql(", 0) + ");
+                self.push_slots(&mut out)?;
+                out.push_sql(")");
+            }
         }
+        Ok(())
+    }
+}
+
+impl<T: CounterTable, K> Total<T, K> {
+    /// `(SELECT SUM(count) FROM <counter table> AS slotted_slots WHERE <key>)`, as `BIGINT`, 0
+    /// without a row.
+    fn push_slots<'b, DB: CounterBackend>(
+        &'b self,
+        out: &mut AstPass<'_, 'b, DB>,
+    ) -> QueryResult<()>
+    where
+        K: QueryFragment<DB>,
+    {
+        let spec = &T::SPEC;
         out.push_sql("(SELECT ");
         let sum = format!("COALESCE(SUM({}), 0)", DB::DIALECT.quote("count"));
         match DB::DIALECT {
@@ -132,14 +154,38 @@ where
         out.push_sql(" FROM ");
         out.push_identifier(spec.table)?;
         out.push_sql(" AS slotted_slots WHERE ");
-        self.push_key_match(&mut out, "slotted_slots", spec.key_columns())?;
-        crate::sql::push_record_type(&mut out, spec)?;
-        out.push_sql("))");
+        self.push_key_match(out, "slotted_slots", spec.key_columns())?;
+        crate::sql::push_record_type(out, spec)?;
+        out.push_sql(")");
         Ok(())
     }
-}
 
-impl<T, K> Total<T, K> {
+    /// `(SELECT CAST(column AS BIGINT) FROM <model's table> AS slotted_adopted WHERE <key> AND
+    /// NOT EXISTS (<its claim>))`: the adopted column of the record's row, `NULL` without one
+    /// or once claimed.
+    fn push_adopted<'b, DB: CounterBackend>(
+        &'b self,
+        out: &mut AstPass<'_, 'b, DB>,
+        adopted: &'b CacheSpec,
+    ) -> QueryResult<()>
+    where
+        K: QueryFragment<DB>,
+    {
+        out.push_sql(&format!(
+            "(SELECT CAST({} AS {}) FROM ",
+            DB::DIALECT.quote(adopted.column),
+            match DB::DIALECT {
+                Dialect::Mysql => "SIGNED",
+                Dialect::Postgres | Dialect::Sqlite => "BIGINT",
+            }
+        ));
+        out.push_identifier(adopted.table)?;
+        out.push_sql(" AS slotted_adopted WHERE ");
+        self.push_key_match(out, "slotted_adopted", adopted.key_columns)?;
+        crate::sql::adopt::push_unclaimed(out, adopted)?;
+        out.push_sql(")");
+        Ok(())
+    }
     /// `(alias.c1, alias.c2…) = (<key>)`: the row whose key columns `columns` hold the key. The
     /// subquery's table is aliased, so that a key column of a table of the same name (the
     /// model's own, for an adopted column) names the outer query's row.

@@ -68,7 +68,7 @@ fn push_claim_match<'b, DB: CounterBackend>(
 
 /// ` AND NOT EXISTS (SELECT 1 FROM slotted_columns WHERE …)`: the column is not a claimed
 /// cache, so its values are counts.
-fn push_unclaimed<'b, DB: CounterBackend>(
+pub(crate) fn push_unclaimed<'b, DB: CounterBackend>(
     out: &mut AstPass<'_, 'b, DB>,
     column: &'b CacheSpec,
 ) -> QueryResult<()> {
