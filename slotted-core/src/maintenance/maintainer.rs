@@ -246,14 +246,17 @@ pub enum Retention {
 /// that a cached column is never staler than the freshness bound: each starts when the bound,
 /// less the last pass's length, has run out.
 ///
-/// Every process of a deployment may run one. They share the work through a lease, a session
-/// lock of the database held on one connection of the pool (PostgreSQL an advisory lock;
-/// MySQL and MariaDB `GET_LOCK`): the maintainer that holds it runs the passes, the others
-/// stand by and check the lease every bound, and one of them takes over within a bound when
-/// the holder stops or its connection breaks. Nothing depends on there being one: every job
-/// is exact beside writers and beside itself, so two maintainers that both run (on a Galera
-/// cluster, whose `GET_LOCK` is per node, or over SQLite, which has no lease) do the work twice
-/// and count nothing twice.
+/// Every process of a deployment may run one. Maintainers given the same counters share the
+/// work through a lease, a session lock of the database (PostgreSQL an advisory lock; MySQL
+/// and MariaDB `GET_LOCK`) keyed by the counters and their jobs, held on one connection of the
+/// pool, on which the holder also runs its jobs: the maintainer that holds it runs the passes,
+/// the others stand by and check the lease every bound. One of them takes it within a bound
+/// once the holder stops, its process ends, or the server ends its session (a connection that
+/// is merely cut off holds the lock until the server notices: TCP keepalives, PostgreSQL's
+/// `idle_session_timeout`, MySQL's `wait_timeout`). A maintainer of other counters has a lease
+/// of its own. Nothing depends on there being one: every job is exact beside writers and
+/// beside itself, so two maintainers that both run (on a Galera cluster, whose `GET_LOCK` is
+/// per node, or over SQLite, which has no lease) do the work twice and count nothing twice.
 ///
 /// A failed job is reported ([`MaintainerReport`], and a `tracing` event with the `tracing`
 /// feature), never swallowed, and the pass goes on with the next job; a pass with errors is
@@ -431,14 +434,15 @@ pub struct JobReport {
 /// The maintainer's thread.
 fn run<P: ConnectionPool>(mut builder: MaintainerBuilder<P>, shared: &Shared) {
     let bound = builder.freshness;
-    let mut lease: Option<P::Guard> = None;
+    let key = lease_key(&builder.jobs);
+    let mut lease: Lease<P::Guard, P::Connection> = Lease::default();
     let mut last_start: Option<Instant> = None;
     let mut last_verify: Option<Instant> = None;
     let mut failing: u32 = 0;
     let mut failing_lease: u32 = 0;
     while !shared.stopping() {
         // The lease: held, taken, or held by another maintainer.
-        let held = match hold_lease(&builder.pool, &mut lease, bound) {
+        let held = match hold_lease(&builder.pool, &mut lease, key, bound) {
             Ok(held) => {
                 failing_lease = 0;
                 held
@@ -480,10 +484,16 @@ fn run<P: ConnectionPool>(mut builder: MaintainerBuilder<P>, shared: &Shared) {
             if !job.every_pass && !verify {
                 continue;
             }
-            let outcome = builder
-                .pool
-                .connection_within(bound.max(Duration::from_millis(100)))
-                .and_then(|mut conn| (job.run)(&mut *conn));
+            // On the lease's connection (a session lock is in no job's way), so that the
+            // lease's holder needs no second connection to work; SQLite, which holds none,
+            // takes one from the pool.
+            let outcome = match lease.conn.as_deref_mut() {
+                Some(conn) => run_job(job, conn),
+                None => builder
+                    .pool
+                    .connection_within(bound.max(Duration::from_millis(100)))
+                    .and_then(|mut conn| run_job(job, &mut conn)),
+            };
             if outcome.is_err() {
                 errors += 1;
             }
@@ -528,8 +538,67 @@ fn run<P: ConnectionPool>(mut builder: MaintainerBuilder<P>, shared: &Shared) {
         }
     }
     // Stopping: the lease is given back, then its connection goes back to the pool.
-    release_lease(&mut lease);
+    drop(lease);
     shared.update(|r| r.active = false);
+}
+
+/// A job's run, a panic in it reported as its error: the thread, and with it the lease, lives
+/// on (the lease's guard gives the lock back if the thread ever unwinds anyway).
+fn run_job<C>(job: &mut Job<C>, conn: &mut C) -> Result<Outcome> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (job.run)(conn))).unwrap_or_else(
+        |panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_owned());
+            Err(crate::Error::Pool(format!("the job panicked: {message}")))
+        },
+    )
+}
+
+/// The lease of one set of counters: maintainers given the same counters share one, and
+/// maintainers of other counters of the same database have leases of their own. A stable
+/// hash (FNV-1a) of the jobs' names, as a 31-bit number.
+fn lease_key<C>(jobs: &[Job<C>]) -> i32 {
+    let mut names: Vec<&str> = jobs.iter().map(|job| job.name.as_str()).collect();
+    names.sort_unstable();
+    let hash = crate::table::stable_hash(names.join("\n").as_bytes());
+    i32::try_from(hash & 0x7fff_ffff).unwrap_or(0)
+}
+
+/// The connection that holds the lease, if any: given back released when dropped (the
+/// maintainer stops, or its thread unwinds). When the release fails the connection is marked
+/// broken, so that its pool closes it (and the server ends the session and its lock) instead
+/// of lending it on with the lock held.
+struct Lease<G: std::ops::DerefMut<Target = C>, C: crate::CounterConnection> {
+    conn: Option<G>,
+    key: i32,
+}
+
+impl<G: std::ops::DerefMut<Target = C>, C: crate::CounterConnection> Default for Lease<G, C> {
+    fn default() -> Self {
+        Lease { conn: None, key: 0 }
+    }
+}
+
+impl<G: std::ops::DerefMut<Target = C>, C: crate::CounterConnection> Lease<G, C> {
+    /// Gives the lease back, and its connection to the pool.
+    fn release(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            let released =
+                run_now(SyncExec(&mut *conn).load::<_, Sum>(ReleaseLease::new(self.key)));
+            if released.is_err() {
+                SyncExec(&mut *conn).mark_broken();
+            }
+        }
+    }
+}
+
+impl<G: std::ops::DerefMut<Target = C>, C: crate::CounterConnection> Drop for Lease<G, C> {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 /// The pause after `failures` failed passes in a row: the bound, doubled each time, up to
@@ -541,13 +610,14 @@ fn backoff(bound: Duration, failures: u32) -> Duration {
         .max(bound)
 }
 
-/// Whether this maintainer holds the lease, checked (and taken when free) on its own
+/// Whether this maintainer holds the lease `key`, checked (and taken when free) on its own
 /// connection, which it keeps while it holds it; an error when there is no connection or the
 /// check failed. SQLite has no lease (and its pools are often of one connection): always
 /// held, on no connection.
 fn hold_lease<P: ConnectionPool>(
     pool: &P,
-    lease: &mut Option<P::Guard>,
+    lease: &mut Lease<P::Guard, P::Connection>,
+    key: i32,
     wait: Duration,
 ) -> Result<bool> {
     if <<P::Connection as diesel::Connection>::Backend as CounterBackend>::DIALECT
@@ -555,34 +625,28 @@ fn hold_lease<P: ConnectionPool>(
     {
         return Ok(true);
     }
-    let conn = match lease {
+    lease.key = key;
+    let conn = match &mut lease.conn {
         Some(conn) => conn,
-        None => lease.insert(pool.connection_within(wait.max(Duration::from_millis(100)))?),
+        None => lease
+            .conn
+            .insert(pool.connection_within(wait.max(Duration::from_millis(100)))?),
     };
-    let held = run_now(SyncExec(&mut **conn).load::<_, Sum>(HoldLease::new()));
+    let held = run_now(SyncExec(&mut **conn).load::<_, Sum>(HoldLease::new(key)));
     match held {
         Ok(rows) if matches!(rows.as_slice(), [Sum(Some(text))] if text.trim() == "1") => Ok(true),
         // Another maintainer holds it: the connection, which holds nothing, goes back to the
         // pool.
         Ok(_) => {
-            *lease = None;
+            lease.conn = None;
             Ok(false)
         }
         // The connection broke (and its session's lock with it), or it is out of step: given
-        // back released, in case it is neither.
+        // back released, or marked broken.
         Err(e) => {
-            release_lease(lease);
+            lease.release();
             Err(crate::Error::Diesel(e))
         }
-    }
-}
-
-/// Gives the lease back, and its connection to the pool.
-fn release_lease<G: std::ops::DerefMut<Target = C>, C: crate::CounterConnection>(
-    lease: &mut Option<G>,
-) {
-    if let Some(mut conn) = lease.take() {
-        let _ = run_now(SyncExec(&mut *conn).load::<_, Sum>(ReleaseLease::new()));
     }
 }
 
