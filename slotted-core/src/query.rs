@@ -74,6 +74,28 @@ impl<T: CounterTable, K> Total<T, K> {
     }
 }
 
+/// What `Model::counter_total(key)` takes as `key`: an expression (a column, a tuple of
+/// columns, a value) of the counter's key type, `<T::Key as CounterKey>::SqlType`.
+pub trait TotalKey<T: CounterTable> {
+    /// The key as an expression.
+    type Expression;
+    /// `self` as that expression.
+    fn into_key(self) -> Self::Expression;
+}
+
+impl<T, E> TotalKey<T> for E
+where
+    T: CounterTable,
+    <T::Key as crate::CounterKey>::SqlType:
+        diesel::sql_types::SqlType + diesel::expression::TypedExpressionType,
+    E: diesel::expression::AsExpression<<T::Key as crate::CounterKey>::SqlType>,
+{
+    type Expression = E::Expression;
+    fn into_key(self) -> Self::Expression {
+        self.as_expression()
+    }
+}
+
 impl<T, K: Expression> Expression for Total<T, K> {
     type SqlType = BigInt;
 }

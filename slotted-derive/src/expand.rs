@@ -559,24 +559,10 @@ fn expand_counter(model: &Model<'_>, counter: &Counter) -> TokenStream {
             }
 
             #[doc = #total_doc]
-            #vis fn #total<__SlottedKeyExpression>(
+            #vis fn #total<__SlottedKeyExpression: #krate::query::TotalKey<#ty>>(
                 key: __SlottedKeyExpression,
-            ) -> #krate::query::Total<
-                #ty,
-                <__SlottedKeyExpression as #krate::__private::diesel::expression::AsExpression<
-                    <#key_ty as #krate::CounterKey>::SqlType,
-                >>::Expression,
-            >
-            where
-                __SlottedKeyExpression: #krate::__private::diesel::expression::AsExpression<
-                    <#key_ty as #krate::CounterKey>::SqlType,
-                >,
-            {
-                #krate::query::Total::new(
-                    #krate::__private::diesel::expression::AsExpression::<
-                        <#key_ty as #krate::CounterKey>::SqlType,
-                    >::as_expression(key),
-                )
+            ) -> #krate::query::Total<#ty, __SlottedKeyExpression::Expression> {
+                #krate::query::Total::new(#krate::query::TotalKey::into_key(key))
             }
 
             #[doc = #totals_doc]

@@ -66,24 +66,17 @@ impl PostVote {
         )
     }
     ///The exact `score` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
-    fn score_total<__SlottedKeyExpression>(
+    fn score_total<
+        __SlottedKeyExpression: ::slotted_core::query::TotalKey<
+                post_votes_score_slots::table,
+            >,
+    >(
         key: __SlottedKeyExpression,
     ) -> ::slotted_core::query::Total<
         post_votes_score_slots::table,
-        <__SlottedKeyExpression as ::slotted_core::__private::diesel::expression::AsExpression<
-            <(i32, PostId) as ::slotted_core::CounterKey>::SqlType,
-        >>::Expression,
-    >
-    where
-        __SlottedKeyExpression: ::slotted_core::__private::diesel::expression::AsExpression<
-            <(i32, PostId) as ::slotted_core::CounterKey>::SqlType,
-        >,
-    {
-        ::slotted_core::query::Total::new(
-            ::slotted_core::__private::diesel::expression::AsExpression::<
-                <(i32, PostId) as ::slotted_core::CounterKey>::SqlType,
-            >::as_expression(key),
-        )
+        __SlottedKeyExpression::Expression,
+    > {
+        ::slotted_core::query::Total::new(::slotted_core::query::TotalKey::into_key(key))
     }
     ///The `score` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     fn score_totals<C: ::slotted_core::CounterConnection>(

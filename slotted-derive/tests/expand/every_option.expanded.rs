@@ -72,24 +72,15 @@ impl Video {
         slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
     ///The exact `likes` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
-    pub fn likes_total<__SlottedKeyExpression>(
+    pub fn likes_total<
+        __SlottedKeyExpression: slotted::query::TotalKey<videos_likes_slots::table>,
+    >(
         key: __SlottedKeyExpression,
     ) -> slotted::query::Total<
         videos_likes_slots::table,
-        <__SlottedKeyExpression as slotted::__private::diesel::expression::AsExpression<
-            <i64 as slotted::CounterKey>::SqlType,
-        >>::Expression,
-    >
-    where
-        __SlottedKeyExpression: slotted::__private::diesel::expression::AsExpression<
-            <i64 as slotted::CounterKey>::SqlType,
-        >,
-    {
-        slotted::query::Total::new(
-            slotted::__private::diesel::expression::AsExpression::<
-                <i64 as slotted::CounterKey>::SqlType,
-            >::as_expression(key),
-        )
+        __SlottedKeyExpression::Expression,
+    > {
+        slotted::query::Total::new(slotted::query::TotalKey::into_key(key))
     }
     ///The `likes` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn likes_totals<C: slotted::CounterConnection>(
@@ -154,24 +145,15 @@ impl Video {
         slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
     ///The exact `views` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
-    pub fn views_total<__SlottedKeyExpression>(
+    pub fn views_total<
+        __SlottedKeyExpression: slotted::query::TotalKey<video_view_slots::table>,
+    >(
         key: __SlottedKeyExpression,
     ) -> slotted::query::Total<
         video_view_slots::table,
-        <__SlottedKeyExpression as slotted::__private::diesel::expression::AsExpression<
-            <i64 as slotted::CounterKey>::SqlType,
-        >>::Expression,
-    >
-    where
-        __SlottedKeyExpression: slotted::__private::diesel::expression::AsExpression<
-            <i64 as slotted::CounterKey>::SqlType,
-        >,
-    {
-        slotted::query::Total::new(
-            slotted::__private::diesel::expression::AsExpression::<
-                <i64 as slotted::CounterKey>::SqlType,
-            >::as_expression(key),
-        )
+        __SlottedKeyExpression::Expression,
+    > {
+        slotted::query::Total::new(slotted::query::TotalKey::into_key(key))
     }
     ///The `views` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn views_totals<C: slotted::CounterConnection>(
@@ -234,24 +216,15 @@ impl Video {
         slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
     ///The exact `shares` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
-    pub fn shares_total<__SlottedKeyExpression>(
+    pub fn shares_total<
+        __SlottedKeyExpression: slotted::query::TotalKey<videos_shares_slots::table>,
+    >(
         key: __SlottedKeyExpression,
     ) -> slotted::query::Total<
         videos_shares_slots::table,
-        <__SlottedKeyExpression as slotted::__private::diesel::expression::AsExpression<
-            <i64 as slotted::CounterKey>::SqlType,
-        >>::Expression,
-    >
-    where
-        __SlottedKeyExpression: slotted::__private::diesel::expression::AsExpression<
-            <i64 as slotted::CounterKey>::SqlType,
-        >,
-    {
-        slotted::query::Total::new(
-            slotted::__private::diesel::expression::AsExpression::<
-                <i64 as slotted::CounterKey>::SqlType,
-            >::as_expression(key),
-        )
+        __SlottedKeyExpression::Expression,
+    > {
+        slotted::query::Total::new(slotted::query::TotalKey::into_key(key))
     }
     ///The `shares` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn shares_totals<C: slotted::CounterConnection>(
@@ -314,24 +287,15 @@ impl Video {
         slotted::Counter::of(slotted::__private::IntoCounterKey::into_counter_key(key))
     }
     ///The exact `saves` total of the record whose key is `key`, as an SQL expression for `select`, `filter` and `order_by`: `key` is the key in the query, such as the model's key column (a tuple of columns for a composite key). A correlated subquery over the record's slot rows; see `slotted_core::query`.
-    pub fn saves_total<__SlottedKeyExpression>(
+    pub fn saves_total<
+        __SlottedKeyExpression: slotted::query::TotalKey<videos_saves::counter>,
+    >(
         key: __SlottedKeyExpression,
     ) -> slotted::query::Total<
         videos_saves::counter,
-        <__SlottedKeyExpression as slotted::__private::diesel::expression::AsExpression<
-            <i64 as slotted::CounterKey>::SqlType,
-        >>::Expression,
-    >
-    where
-        __SlottedKeyExpression: slotted::__private::diesel::expression::AsExpression<
-            <i64 as slotted::CounterKey>::SqlType,
-        >,
-    {
-        slotted::query::Total::new(
-            slotted::__private::diesel::expression::AsExpression::<
-                <i64 as slotted::CounterKey>::SqlType,
-            >::as_expression(key),
-        )
+        __SlottedKeyExpression::Expression,
+    > {
+        slotted::query::Total::new(slotted::query::TotalKey::into_key(key))
     }
     ///The `saves` counts of many records by key, each key present (0 when it has no slot): one query per `slotted_core::TOTALS_CHUNK` keys.
     pub fn saves_totals<C: slotted::CounterConnection>(
