@@ -179,16 +179,22 @@ pub struct FollowReport {
     /// The triggers the counter's migration creates: 3, one per event. Fewer enabled: the count
     /// no longer follows every change of the child table.
     pub triggers_expected: u64,
+    /// slotted's follow triggers on other tables that still write into this counter's table:
+    /// left from a table the counter followed before (see the guide's "Removal"). They add
+    /// that table's changes to the count.
+    pub stray_triggers: u64,
 }
 
 impl FollowReport {
     /// How many drifting records [`FollowReport::drift`] lists.
     pub const SAMPLE: usize = 100;
 
-    /// Whether every record's count equals its child rows and every trigger is there and
-    /// enabled.
+    /// Whether every record's count equals its child rows, every trigger is there and enabled,
+    /// and no trigger of another table writes into the counter's.
     pub fn is_exact(&self) -> bool {
-        self.drifted == self.repaired && self.triggers_enabled == self.triggers_expected
+        self.drifted == self.repaired
+            && self.triggers_enabled == self.triggers_expected
+            && self.stray_triggers == 0
     }
 }
 

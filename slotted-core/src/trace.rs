@@ -183,6 +183,7 @@ impl Report for crate::reports::FollowReport {
                 repaired = self.repaired,
                 triggers_enabled = self.triggers_enabled,
                 triggers_expected = self.triggers_expected,
+                stray_triggers = self.stray_triggers,
                 drift = ?self.drift.iter().take(10).collect::<Vec<_>>(),
                 "slotted: a counter that follows a child table drifted from it"
             );

@@ -19,6 +19,7 @@ backend_tests! {
     verify_reports_drift_and_missing_triggers_and_repair_fixes_them,
     the_backfill_is_exact_while_writers_insert_and_delete,
     counters_of_one_child_table_migrated_apart_are_reported,
+    the_triggers_of_a_table_no_longer_followed_are_reported,
     ],
     servers: [concurrent_writers_write_distinct_slots],
 }
@@ -604,6 +605,59 @@ fn counters_of_one_child_table_migrated_apart_are_reported<C: TestConnection>(te
     assert!(
         report.is_exact() && report.triggers_enabled == 3,
         "{report:?}"
+    );
+}
+
+/// A counter that followed another table before (`replies`), whose follow migration was never
+/// reverted: that table's triggers still write into the counter's table. The verify job reports
+/// them (`stray_triggers`) beside the drift they cause.
+fn the_triggers_of_a_table_no_longer_followed_are_reported<C: TestConnection>(test: &str) {
+    use slotted_core::follow::FollowSpec;
+    use slotted_core::CounterTable;
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    run(&mut conn, "CREATE TABLE replies (post_id INTEGER NOT NULL)");
+    let mut before = <forum::forum_posts_comments_slots::table as CounterTable>::SPEC;
+    before.follow = Some(FollowSpec {
+        table: "replies",
+        key_columns: &["post_id"],
+        record: None,
+        sum: None,
+        filter: &[],
+    });
+    conn.run_pending_migrations(slotted_core::CounterMigrations::new().with_spec(before))
+        .expect("the counter, following replies");
+    migrate(&mut conn);
+    let posts = forum::forum_posts_comments_slots::table;
+    let report = posts.verify_follow_all(100, &mut conn).unwrap();
+    assert_eq!(report.stray_triggers, 3, "{report:?}");
+    assert!(!report.is_exact(), "{report:?}");
+    insert_comment(&mut conn, Some(1), 1);
+    run(&mut conn, "INSERT INTO replies (post_id) VALUES (1)");
+    let report = posts.verify_follow_all(100, &mut conn).unwrap();
+    assert_eq!(
+        (report.drifted, report.stray_triggers),
+        (1, 3),
+        "the reply counted as a comment: {report:?}"
+    );
+    // The old table's triggers dropped (what reverting its migration does): exact once
+    // repaired.
+    run(
+        &mut conn,
+        &slotted_core::migration::follow_down_sql(
+            "replies",
+            <<C as diesel::Connection>::Backend as slotted_core::CounterBackend>::DIALECT,
+        ),
+    );
+    let repaired = posts.repair_follow_all(100, &mut conn).unwrap();
+    assert!(
+        repaired.is_exact() && repaired.repaired == 1,
+        "{repaired:?}"
+    );
+    assert_exact(
+        &mut conn,
+        "the stray triggers dropped and the drift repaired",
     );
 }
 

@@ -46,11 +46,16 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
         })
         .await
         .map_err(|e| database_error(spec, e))?;
-    report.triggers_enabled = enabled
-        .first()
-        .and_then(|sum| sum.0.as_deref())
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0);
+    report.triggers_enabled = count_of(&enabled);
+    let stray = exec
+        .load::<_, Sum>(EnabledTriggers {
+            child: follow.table,
+            names: Vec::new(),
+            counter: <E::Backend as crate::dialect::CounterBackend>::DIALECT.quote(spec.table),
+        })
+        .await
+        .map_err(|e| database_error(spec, e))?;
+    report.stray_triggers = count_of(&stray);
     let limit = i64::try_from(batch.clamp(1, MAX_PAGE)).unwrap_or(1);
     let mut after: Option<RawKey> = None;
     loop {
@@ -110,3 +115,11 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
 
 /// The most records a verify page reads.
 const MAX_PAGE: usize = 10_000;
+
+/// The count [`EnabledTriggers`] returns.
+fn count_of(rows: &[Sum]) -> u64 {
+    rows.first()
+        .and_then(|sum| sum.0.as_deref())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}

@@ -109,12 +109,14 @@ impl<P: ConnectionPool> MaintainerBuilder<P> {
                 })?;
                 Ok(Outcome {
                     summary: format!(
-                        "{} records verified: {} drifted, {} repaired; {} of {} triggers enabled",
+                        "{} records verified: {} drifted, {} repaired; {} of {} triggers enabled, \
+                         {} stray",
                         report.records,
                         report.drifted,
                         report.repaired,
                         report.triggers_enabled,
-                        report.triggers_expected
+                        report.triggers_expected,
+                        report.stray_triggers
                     ),
                     alert: !report.is_exact(),
                 })

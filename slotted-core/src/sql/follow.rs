@@ -123,6 +123,9 @@ impl FromCounterRow for VerifyRow {
 /// [`CounterMigrations`](crate::CounterMigrations)) counts less. MySQL cannot disable a
 /// trigger, only drop it; PostgreSQL's `ALTER TABLE … DISABLE TRIGGER` leaves it in
 /// `pg_trigger` with `tgenabled = 'D'`; SQLite has neither.
+///
+/// With `names` empty: how many of slotted's enabled follow triggers (`slotted_follow…`) on
+/// tables other than `child` write into the counter table, which none should.
 #[derive(Debug, Clone)]
 pub(crate) struct EnabledTriggers<'a> {
     pub child: &'a str,
@@ -154,11 +157,26 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
         });
         // The counter table's quoted name, within the trigger's (or its function's) SQL.
         DB::push_text(&mut out, &self.counter)?;
-        out.push_sql(match DB::DIALECT {
-            Dialect::Postgres => ") > 0 AND c.relname = ",
-            Dialect::Mysql => ", action_statement) > 0 AND event_object_table = ",
-            Dialect::Sqlite => ") > 0 AND tbl_name = ",
-        });
+        if !self.names.is_empty() {
+            out.push_sql(match DB::DIALECT {
+                Dialect::Postgres => ") > 0 AND c.relname = ",
+                Dialect::Mysql => ", action_statement) > 0 AND event_object_table = ",
+                Dialect::Sqlite => ") > 0 AND tbl_name = ",
+            });
+        } else {
+            out.push_sql(match DB::DIALECT {
+                Dialect::Postgres => ") > 0 AND c.relname <> ",
+                Dialect::Mysql => ", action_statement) > 0 AND event_object_table <> ",
+                Dialect::Sqlite => ") > 0 AND tbl_name <> ",
+            });
+            DB::push_text(&mut out, self.child)?;
+            out.push_sql(match DB::DIALECT {
+                Dialect::Postgres => " AND t.tgname LIKE 'slotted\\_follow\\_%'",
+                Dialect::Mysql => " AND trigger_name LIKE 'slotted\\_follow\\_%'",
+                Dialect::Sqlite => " AND name LIKE 'slotted\\_follow\\_%' ESCAPE '\\'",
+            });
+            return Ok(());
+        }
         DB::push_text(&mut out, self.child)?;
         out.push_sql(match DB::DIALECT {
             Dialect::Postgres => " AND t.tgname IN (",
