@@ -41,6 +41,24 @@ fn until(maintainer: &Maintainer, what: &str, ok: impl Fn(&MaintainerReport) -> 
     panic!("{what}: {:?}", maintainer.report());
 }
 
+/// Waits up to `seconds` for `read` to return `want`, then fails saying `what`.
+fn until_read<T: PartialEq + std::fmt::Debug>(
+    seconds: u64,
+    what: &dyn Fn() -> String,
+    want: T,
+    mut read: impl FnMut() -> T,
+) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        let got = read();
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{got:?} != {want:?}: {}", what());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn cached<C: TestConnection>(conn: &mut C, id: i32) -> i64 {
     conn.query_i64(&format!(
         "SELECT CAST(likes_count AS {}) AS n FROM articles WHERE id = {id}",
@@ -109,15 +127,11 @@ fn a_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers<
     });
     let acked = sum_acked(acked);
     // Within the bound (and a pass), the cached column holds every acknowledged write.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let cache: Vec<i64> = (1..=4).map(|id| cached(&mut conn, id)).collect();
-        if cache == acked[1..] {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{cache:?} != {acked:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_read(10, &|| "the cache".into(), acked[1..].to_vec(), || {
+        (1..=4)
+            .map(|id| cached(&mut conn, id))
+            .collect::<Vec<i64>>()
+    });
     let report = maintainer.stop(Duration::from_secs(10));
     assert!(!report.running && !report.active, "{report:?}");
     assert!(report.passes >= 3, "{report:?}");
@@ -188,11 +202,9 @@ fn two_maintainers_of_one_database_share_the_work<C: TestConnection + R2D2Connec
         r.active && r.passes > 0
     });
     Article::likes_of(1).add(5, &mut conn).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while cached(&mut conn, 1) != 12 {
-        assert!(Instant::now() < deadline, "{:?}", second.report());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_read(10, &|| format!("{:?}", second.report()), 12, || {
+        cached(&mut conn, 1)
+    });
     let report = second.stop(Duration::from_secs(10));
     assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
 }
@@ -310,11 +322,9 @@ fn a_follow_counters_drift_is_reported_then_repaired<C: TestConnection + R2D2Con
             .any(|j| j.name == "verify ForumPost.comments" && j.runs >= 1)
     });
     // The counter's roll-up (`cache = comments_count`) follows: the column a feed sorts by.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while conn.query_i64("SELECT comments_count AS n FROM forum_posts WHERE id = 1") != 2 {
-        assert!(Instant::now() < deadline, "{:?}", repairing.report());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_read(10, &|| format!("{:?}", repairing.report()), 2, || {
+        conn.query_i64("SELECT comments_count AS n FROM forum_posts WHERE id = 1")
+    });
     let report = repairing.stop(Duration::from_secs(10));
     assert_eq!(report.errors, 0, "{report:?}");
     assert_eq!(ForumPost::comments_of(1).total(&mut conn).unwrap(), 2);
@@ -377,11 +387,9 @@ fn a_second_process_takes_over_when_the_first_is_killed<C: TestConnection + R2D2
     let mut child = spawn_child::<C>(test, &db.url);
     // The child's maintainer holds the lease, and rolls up.
     Article::likes_of(1).add(4, &mut conn).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while cached(&mut conn, 1) != 4 {
-        assert!(Instant::now() < deadline, "the child's maintainer rolls up");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    until_read(30, &|| "the child's maintainer rolls up".into(), 4, || {
+        cached(&mut conn, 1)
+    });
     let here = Maintainer::builder(pool::<C>(&db.url, 2))
         .counter::<articles_likes_slots::table>()
         .freshness(BOUND)
@@ -400,11 +408,9 @@ fn a_second_process_takes_over_when_the_first_is_killed<C: TestConnection + R2D2
         r.active && r.passes > 0
     });
     Article::likes_of(1).add(3, &mut conn).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while cached(&mut conn, 1) != 7 {
-        assert!(Instant::now() < deadline, "{:?}", here.report());
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    until_read(10, &|| format!("{:?}", here.report()), 7, || {
+        cached(&mut conn, 1)
+    });
     let report = here.stop(Duration::from_secs(10));
     assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
 }

@@ -341,6 +341,23 @@ pub(crate) struct RefreshCache<'a> {
     pub totals: &'a [(KeyValue<'a>, i64)],
 }
 
+impl RefreshCache<'_> {
+    /// `(key…, total), …`: the page's totals as rows of a `VALUES` list.
+    fn push_values<'b, DB: CounterBackend>(
+        &'b self,
+        out: &mut AstPass<'_, 'b, DB>,
+    ) -> QueryResult<()> {
+        push_list(out, self.totals, |out, (key, total)| {
+            out.push_sql("(");
+            push_key_values(out, key)?;
+            out.push_sql(", ");
+            DB::push_big_int(out, total)?;
+            out.push_sql(")");
+            Ok(())
+        })
+    }
+}
+
 impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         varies_with_batch(&mut out);
@@ -367,14 +384,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
             out.push_sql(" FROM ");
             out.push_identifier(table)?;
             out.push_sql(" AS slotted_parent JOIN (VALUES ");
-            push_list(&mut out, self.totals, |out, (key, total)| {
-                out.push_sql("(");
-                push_key_values(out, key)?;
-                out.push_sql(", ");
-                DB::push_big_int(out, total)?;
-                out.push_sql(")");
-                Ok(())
-            })?;
+            self.push_values(&mut out)?;
             out.push_sql(") AS slotted_totals (");
             push_columns(&mut out, key_columns, None)?;
             out.push_sql(", ");
@@ -417,14 +427,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
             // columns are `column1`, `column2`…
             let total_column = format!("column{}", key_columns.len() + 1);
             out.push_sql(&format!(" = slotted_totals.{total_column} FROM (VALUES "));
-            push_list(&mut out, self.totals, |out, (key, total)| {
-                out.push_sql("(");
-                push_key_values(out, key)?;
-                out.push_sql(", ");
-                DB::push_big_int(out, total)?;
-                out.push_sql(")");
-                Ok(())
-            })?;
+            self.push_values(&mut out)?;
             out.push_sql(") AS slotted_totals WHERE ");
             for (i, key_column) in key_columns.iter().enumerate() {
                 push_qualified(&mut out, table, key_column)?;
