@@ -21,6 +21,7 @@ slotted_tests::async_backend_tests! {
         retried_transactions_rerun_the_async_closure,
         futures_cut_off_at_any_point_never_count_twice,
         a_rollback_undoes_async_increments,
+        roll_ups_beside_a_committing_writer,
     ],
     servers: [the_connection_strategy_writes_the_slot_of_the_connection],
 }
@@ -451,4 +452,67 @@ async fn the_connection_strategy_writes_the_slot_of_the_connection<A: AsyncTestC
     let found: HashMap<i16, i64> = rows.iter().map(|r| (r.slot, r.count)).collect();
     let expected: HashMap<i16, i64> = (0..6).map(|slot| (slot, 3)).collect();
     assert_eq!(found, expected, "6 live writers: writer indices 0..6");
+}
+
+/// Roll-ups read their totals, then write them, each batch in a transaction of its own, while
+/// another connection commits increments all the time. On SQLite the transaction takes the
+/// write lock first (`BEGIN IMMEDIATE`), as on the sync face: a deferred one failed with
+/// `database is locked` whenever the writer committed between the read and the write.
+async fn roll_ups_beside_a_committing_writer<A: AsyncTestConnection>(test: &str) {
+    use slotted_tests::lifecycle::{articles_likes_slots, Article};
+    let Some(db) = slotted_tests::TestDb::new::<A::Sync>(&format!("async_{test}")) else {
+        return;
+    };
+    let mut sync = <A::Sync as TestConnection>::open(&db.url);
+    slotted_tests::lifecycle::migrate(&mut sync);
+    diesel::connection::SimpleConnection::batch_execute(
+        &mut sync,
+        "INSERT INTO articles (id, likes_count) VALUES (1, 0), (2, 0), (3, 0)",
+    )
+    .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let written = Arc::new(AtomicI64::new(0));
+    let writer = {
+        let (url, stop, written) = (db.url.clone(), Arc::clone(&stop), Arc::clone(&written));
+        tokio::spawn(async move {
+            let mut conn = A::open(&url).await;
+            while !stop.load(Ordering::SeqCst) {
+                let id = written.load(Ordering::SeqCst) % 3 + 1;
+                Article::likes_of(id as i32)
+                    .increment_async(&mut conn)
+                    .await
+                    .unwrap();
+                written.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_micros(200)).await;
+            }
+        })
+    };
+    let mut conn = A::open(&db.url).await;
+    for _ in 0..30 {
+        articles_likes_slots::table
+            .refresh_cache_all_async(1, &mut conn)
+            .await
+            .expect("a roll-up beside the writer");
+    }
+    stop.store(true, Ordering::SeqCst);
+    writer.await.unwrap();
+    articles_likes_slots::table
+        .refresh_cache_all_async(10, &mut conn)
+        .await
+        .unwrap();
+    let int = if <A::Sync as TestConnection>::NAME == "mysql" {
+        "SIGNED"
+    } else {
+        "BIGINT"
+    };
+    let cached = <A::Sync as TestConnection>::query_i64(
+        &mut sync,
+        &format!("SELECT CAST(SUM(likes_count) AS {int}) AS n FROM articles"),
+    );
+    assert_eq!(
+        cached,
+        written.load(Ordering::SeqCst),
+        "{}",
+        <A::Sync as TestConnection>::NAME
+    );
 }

@@ -179,6 +179,9 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
     }
 
     fn begin(&mut self) -> BoxFuture<'_, QueryResult<()>> {
+        if C::Backend::DIALECT == crate::dialect::Dialect::Sqlite {
+            return Box::pin(begin_immediate(&mut *self.0));
+        }
         Box::pin(C::TransactionManager::begin_transaction(self.0))
     }
 
@@ -293,5 +296,36 @@ impl<C: AsyncCounterConnection> Drop for OwnTransaction<'_, C> {
         if self.open {
             C::TransactionManager::transaction_manager_status_mut(self.conn).set_in_error();
         }
+    }
+}
+
+/// SQLite (`SyncConnectionWrapper`): opens a transaction with `BEGIN IMMEDIATE`, as the sync
+/// face does (see `exec::sync`): the write lock first, through the busy timeout, so that a job
+/// that reads, then writes, does not fail with `database is locked` when a writer commits in
+/// between. The transaction manager is marked in error while `BEGIN` is in flight, so that a
+/// future cut off then leaves a connection that pools close (and later calls refuse) rather
+/// than one in a transaction its manager does not know; once `BEGIN` answered, it records the
+/// transaction (or, after an error, none). Inside an open transaction, diesel-async makes the
+/// savepoint.
+async fn begin_immediate<C: AsyncCounterConnection>(conn: &mut C) -> QueryResult<()> {
+    use diesel::connection::{TransactionDepthChange, TransactionManagerStatus};
+    if C::TransactionManager::transaction_manager_status_mut(conn)
+        .transaction_depth()?
+        .is_some()
+    {
+        return C::TransactionManager::begin_transaction(conn).await;
+    }
+    C::TransactionManager::transaction_manager_status_mut(conn).set_in_error();
+    let begun = Run(crate::sql::transaction::BeginImmediate)
+        .execute(conn)
+        .await;
+    let status = C::TransactionManager::transaction_manager_status_mut(conn);
+    *status = TransactionManagerStatus::default();
+    begun?;
+    match status {
+        TransactionManagerStatus::Valid(valid) => {
+            valid.change_transaction_depth(TransactionDepthChange::IncreaseDepth)
+        }
+        TransactionManagerStatus::InError => Err(diesel::result::Error::BrokenTransactionManager),
     }
 }
