@@ -336,7 +336,7 @@ fn render<C: TestConnection>(version: &str, o: &Options, rows: &[Row]) -> String
          column (the anchor) and as slotted's exact totals; a roll-up pass after 1% of the \
          records were written\n# {}\n# {}; 2 cores, a shared machine; medians of {} runs \
          of each query, alternated, through one Diesel connection\n# cargo run --release \
-         --example reads --features postgres,mysql -- --backend {} --records {}\n\n",
+         --example reads --features postgres,mysql -- --backend {} --records {} --reps {}\n\n",
         C::NAME,
         version.trim(),
         slotted_examples::now_utc(),
@@ -346,7 +346,8 @@ fn render<C: TestConnection>(version: &str, o: &Options, rows: &[Row]) -> String
             .iter()
             .map(usize::to_string)
             .collect::<Vec<_>>()
-            .join(",")
+            .join(","),
+        o.reps
     );
     out += "## Latency, microseconds (median)\n\n\
         | records | top 20 by the column (anchor) | top 20 by the column, exact counts | ratio | page of 20, column (anchor) | page of 20, exact counts | ratio | top 20 by the exact total |\n\
