@@ -159,10 +159,15 @@ struct Row {
 }
 
 fn run<C: TestConnection + Reads>(o: &Options) -> Result<String, BoxError> {
-    let mut rows = Vec::new();
+    let (mut rows, mut version) = (Vec::new(), String::new());
     for &n in &o.records {
         let db = TestDb::new::<C>(&format!("reads_{n}")).ok_or("no server URL")?;
         let mut conn = C::open(&db.url);
+        if version.is_empty() {
+            version = conn
+                .query_text("SELECT CAST(version() AS CHAR(200)) AS name")
+                .or_else(|_| conn.query_text("SELECT version() AS name"))?;
+        }
         let started = Instant::now();
         fill(&mut conn, n)?;
         eprintln!(
@@ -172,17 +177,7 @@ fn run<C: TestConnection + Reads>(o: &Options) -> Result<String, BoxError> {
         );
         rows.push(measure(&mut conn, n, o.reps)?);
     }
-    let version = conn_version::<C>(o)?;
     Ok(render::<C>(&version, o, &rows))
-}
-
-fn conn_version<C: TestConnection>(o: &Options) -> Result<String, BoxError> {
-    let db = TestDb::new::<C>("reads_version").ok_or("no server URL")?;
-    let mut conn = C::open(&db.url);
-    let _ = o;
-    Ok(conn
-        .query_text("SELECT CAST(version() AS CHAR(200)) AS name")
-        .or_else(|_| conn.query_text("SELECT version() AS name"))?)
 }
 
 /// `n` items and their slot rows: record k has about n / k likes, over 1 to 4 slots; then one
@@ -227,9 +222,11 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-fn timed<T>(f: impl FnOnce() -> QueryResult<T>) -> Result<(Duration, T), BoxError> {
+fn timed<T, E: Into<BoxError>>(
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<(Duration, T), BoxError> {
     let start = Instant::now();
-    let out = f()?;
+    let out = f().map_err(Into::into)?;
     Ok((start.elapsed(), out))
 }
 
@@ -286,11 +283,7 @@ fn measure<C: TestConnection + Reads>(
         for id in &ids {
             Item::likes_of(*id).increment(conn)?;
         }
-        let (t, report) = timed(|| {
-            items_likes_slots::table
-                .refresh_cache_all(1000, conn)
-                .map_err(|e| diesel::result::Error::QueryBuilderError(e.to_string().into()))
-        })?;
+        let (t, report) = timed(|| items_likes_slots::table.refresh_cache_all(1000, conn))?;
         pass.push(t);
         pass_updated = report.updated;
         for id in &ids {

@@ -124,6 +124,10 @@ pub struct Story {
     pub id: StoryId,
 }
 
+/// The `CREATE TABLE` of [`votes`], as the application's migration holds it.
+pub const VOTES_TABLE: &str = "CREATE TABLE votes (person_id INTEGER NOT NULL, \
+     article_id INTEGER NOT NULL, score_count BIGINT NOT NULL, PRIMARY KEY (person_id, article_id))";
+
 diesel::table! {
     votes (person_id, article_id) {
         person_id -> Integer,

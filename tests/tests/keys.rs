@@ -363,12 +363,10 @@ fn composite_keys_roll_up_bucket_and_prefill<C: TestConnection + R2D2Connection>
     let Some((_db, mut conn)) = setup::<C>(test) else {
         return;
     };
-    conn.batch_execute(
-        "CREATE TABLE votes (person_id INTEGER NOT NULL, article_id INTEGER NOT NULL, \
-         score_count BIGINT NOT NULL, PRIMARY KEY (person_id, article_id)); \
-         INSERT INTO votes (person_id, article_id, score_count) \
-         VALUES (1, 1, 0), (1, 2, 0), (2, 1, 0), (2, 2, 0)",
-    )
+    conn.batch_execute(&format!(
+        "{VOTES_TABLE}; INSERT INTO votes (person_id, article_id, score_count) \
+             VALUES (1, 1, 0), (1, 2, 0), (2, 1, 0), (2, 2, 0)"
+    ))
     .unwrap();
     // Claimed by its first roll-up; then stale values, which the next one corrects.
     Vote::score_of((2, ArticleId(2)))
@@ -769,12 +767,10 @@ mod asynch {
             [1_000, 0, 40]
         );
 
-        conn.batch_execute(
-            "CREATE TABLE votes (person_id INTEGER NOT NULL, article_id INTEGER NOT NULL, \
-             score_count BIGINT NOT NULL, PRIMARY KEY (person_id, article_id)); \
-             INSERT INTO votes (person_id, article_id, score_count) \
-             VALUES (1, 1, 0), (1, 2, 0), (2, 1, 0)",
-        )
+        conn.batch_execute(&format!(
+            "{VOTES_TABLE}; INSERT INTO votes (person_id, article_id, score_count) \
+                 VALUES (1, 1, 0), (1, 2, 0), (2, 1, 0)"
+        ))
         .await
         .unwrap();
         // Claimed by its first roll-up; then a stale value, which the next one corrects.

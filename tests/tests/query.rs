@@ -9,7 +9,7 @@ use diesel::QueryResult;
 use slotted_core::CounterMaintenance;
 use slotted_tests::adoption::{self, clips, Clip};
 use slotted_tests::forum::{self, comments, ForumPost};
-use slotted_tests::keys::{votes, ArticleId, Vote};
+use slotted_tests::keys::{votes, ArticleId, Vote, VOTES_TABLE};
 use slotted_tests::lifecycle::{self, articles, Article};
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 
@@ -220,12 +220,10 @@ fn a_composite_key_is_a_tuple_of_columns<C: TestConnection + Queries>(test: &str
         return;
     };
     let mut conn = C::open(&db.url);
-    conn.batch_execute(
-        "CREATE TABLE votes (person_id INTEGER NOT NULL, article_id INTEGER NOT NULL, \
-         score_count BIGINT NOT NULL, PRIMARY KEY (person_id, article_id)); \
-         INSERT INTO votes (person_id, article_id, score_count) \
-         VALUES (1, 1, 0), (1, 2, 0), (2, 1, 0), (2, 2, 0)",
-    )
+    conn.batch_execute(&format!(
+        "{VOTES_TABLE}; INSERT INTO votes (person_id, article_id, score_count) \
+             VALUES (1, 1, 0), (1, 2, 0), (2, 1, 0), (2, 2, 0)"
+    ))
     .unwrap();
     conn.run_pending_migrations(slotted_core::CounterMigrations::of::<Vote>())
         .unwrap();

@@ -15,7 +15,7 @@ use crate::count::parse_total;
 use crate::follow::trigger_names;
 use crate::key::RawKey;
 use crate::reports::{Drift, FollowReport};
-use crate::sql::follow::{EnabledTriggers, VerifyPage, VerifyRow};
+use crate::sql::follow::{EnabledTriggers, VerifyPage, VerifyRow, Which};
 use crate::sql::write::AddToSlot;
 use crate::sql::{ByText, Sum};
 
@@ -38,24 +38,14 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
         triggers_expected: names.len() as u64,
         ..FollowReport::default()
     };
-    let enabled = exec
-        .load::<_, Sum>(EnabledTriggers {
-            child: follow.table,
-            names,
-            counter: <E::Backend as crate::dialect::CounterBackend>::DIALECT.quote(spec.table),
-        })
-        .await
-        .map_err(|e| database_error(spec, e))?;
-    report.triggers_enabled = count_of(&enabled);
-    let stray = exec
-        .load::<_, Sum>(EnabledTriggers {
-            child: follow.table,
-            names: Vec::new(),
-            counter: <E::Backend as crate::dialect::CounterBackend>::DIALECT.quote(spec.table),
-        })
-        .await
-        .map_err(|e| database_error(spec, e))?;
-    report.stray_triggers = count_of(&stray);
+    let counter = <E::Backend as crate::dialect::CounterBackend>::DIALECT.quote(spec.table);
+    let triggers = |which| EnabledTriggers {
+        child: follow.table,
+        which,
+        counter: counter.clone(),
+    };
+    report.triggers_enabled = count_triggers(exec, spec, triggers(Which::OnChild(names))).await?;
+    report.stray_triggers = count_triggers(exec, spec, triggers(Which::Elsewhere)).await?;
     let limit = i64::try_from(batch.clamp(1, MAX_PAGE)).unwrap_or(1);
     let mut after: Option<RawKey> = None;
     loop {
@@ -116,10 +106,19 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
 /// The most records a verify page reads.
 const MAX_PAGE: usize = 10_000;
 
-/// The count [`EnabledTriggers`] returns.
-fn count_of(rows: &[Sum]) -> u64 {
-    rows.first()
+/// How many triggers `triggers` counts.
+async fn count_triggers<E: Exec>(
+    exec: &mut E,
+    spec: &crate::table::CounterSpec,
+    triggers: EnabledTriggers<'_>,
+) -> Result<u64> {
+    let rows = exec
+        .load::<_, Sum>(triggers)
+        .await
+        .map_err(|e| database_error(spec, e))?;
+    Ok(rows
+        .first()
         .and_then(|sum| sum.0.as_deref())
         .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
+        .unwrap_or(0))
 }

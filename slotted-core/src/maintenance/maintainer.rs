@@ -686,5 +686,4 @@ fn report_job(shared: &Shared, index: usize, name: &str, outcome: Result<Outcome
             }
         }
     });
-    let _ = name;
 }

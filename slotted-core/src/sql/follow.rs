@@ -123,15 +123,22 @@ impl FromCounterRow for VerifyRow {
 /// [`CounterMigrations`](crate::CounterMigrations)) counts less. MySQL cannot disable a
 /// trigger, only drop it; PostgreSQL's `ALTER TABLE … DISABLE TRIGGER` leaves it in
 /// `pg_trigger` with `tgenabled = 'D'`; SQLite has neither.
-///
-/// With `names` empty: how many of slotted's enabled follow triggers (`slotted_follow…`) on
-/// tables other than `child` write into the counter table, which none should.
 #[derive(Debug, Clone)]
 pub(crate) struct EnabledTriggers<'a> {
     pub child: &'a str,
-    pub names: Vec<String>,
+    pub which: Which,
     /// The counter table, quoted as the trigger's SQL quotes it.
     pub counter: String,
+}
+
+/// Which triggers [`EnabledTriggers`] counts.
+#[derive(Debug, Clone)]
+pub(crate) enum Which {
+    /// These, on the child table.
+    OnChild(Vec<String>),
+    /// slotted's follow triggers (`slotted_follow…`) on any other table, which should write
+    /// into no counter table that follows `child`.
+    Elsewhere,
 }
 
 impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
@@ -157,33 +164,35 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
         });
         // The counter table's quoted name, within the trigger's (or its function's) SQL.
         DB::push_text(&mut out, &self.counter)?;
-        if !self.names.is_empty() {
-            out.push_sql(match DB::DIALECT {
-                Dialect::Postgres => ") > 0 AND c.relname = ",
-                Dialect::Mysql => ", action_statement) > 0 AND event_object_table = ",
-                Dialect::Sqlite => ") > 0 AND tbl_name = ",
-            });
-        } else {
-            out.push_sql(match DB::DIALECT {
-                Dialect::Postgres => ") > 0 AND c.relname <> ",
-                Dialect::Mysql => ", action_statement) > 0 AND event_object_table <> ",
-                Dialect::Sqlite => ") > 0 AND tbl_name <> ",
-            });
-            DB::push_text(&mut out, self.child)?;
-            out.push_sql(match DB::DIALECT {
-                Dialect::Postgres => " AND t.tgname LIKE 'slotted\\_follow\\_%'",
-                Dialect::Mysql => " AND trigger_name LIKE 'slotted\\_follow\\_%'",
-                Dialect::Sqlite => " AND name LIKE 'slotted\\_follow\\_%' ESCAPE '\\'",
-            });
-            return Ok(());
-        }
+        let names = match &self.which {
+            Which::OnChild(names) => names,
+            Which::Elsewhere => {
+                out.push_sql(match DB::DIALECT {
+                    Dialect::Postgres => ") > 0 AND c.relname <> ",
+                    Dialect::Mysql => ", action_statement) > 0 AND event_object_table <> ",
+                    Dialect::Sqlite => ") > 0 AND tbl_name <> ",
+                });
+                DB::push_text(&mut out, self.child)?;
+                out.push_sql(match DB::DIALECT {
+                    Dialect::Postgres => " AND t.tgname LIKE 'slotted\\_follow\\_%'",
+                    Dialect::Mysql => " AND trigger_name LIKE 'slotted\\_follow\\_%'",
+                    Dialect::Sqlite => " AND name LIKE 'slotted\\_follow\\_%' ESCAPE '\\'",
+                });
+                return Ok(());
+            }
+        };
+        out.push_sql(match DB::DIALECT {
+            Dialect::Postgres => ") > 0 AND c.relname = ",
+            Dialect::Mysql => ", action_statement) > 0 AND event_object_table = ",
+            Dialect::Sqlite => ") > 0 AND tbl_name = ",
+        });
         DB::push_text(&mut out, self.child)?;
         out.push_sql(match DB::DIALECT {
             Dialect::Postgres => " AND t.tgname IN (",
             Dialect::Mysql => " AND trigger_name IN (",
             Dialect::Sqlite => " AND name IN (",
         });
-        for (i, name) in self.names.iter().enumerate() {
+        for (i, name) in names.iter().enumerate() {
             if i > 0 {
                 out.push_sql(", ");
             }
