@@ -32,11 +32,11 @@ pub trait AsyncTestConnection: AsyncCounterConnection + SimpleAsyncConnection + 
     fn migrate(self, migrations: slotted_core::CounterMigrations) -> Self;
 
     /// A bb8 pool of `size` connections to `url`, set up as `open` does.
-    type Bb8: Clone + Send + Sync + 'static;
+    type Bb8: Clone + Send + Sync + 'static + slotted_core::buffer::AsyncConnectionPool;
     /// One of its connections.
     type Bb8Conn<'a>: AsyncCounterConnection + 'a;
     /// A deadpool pool of `size` connections to `url`, set up as `open` does.
-    type Deadpool: Clone + Send + Sync + 'static;
+    type Deadpool: Clone + Send + Sync + 'static + slotted_core::buffer::AsyncConnectionPool;
     /// One of its connections.
     type DeadpoolConn: AsyncCounterConnection + 'static;
 

@@ -161,6 +161,35 @@ pub mod lifecycle {
         acked
     }
 
+    /// Articles 1 to `records`, each with 4 slot rows of likes (a pass of compaction has all
+    /// of them to fold), record k's total 10 k. Run again, it puts the 4 rows back.
+    pub fn scattered_likes<C: TestConnection>(conn: &mut C, records: i64) {
+        conn.batch_execute("DELETE FROM articles_likes_slots")
+            .unwrap();
+        for first in (1..=records).step_by(500) {
+            let last = (first + 499).min(records);
+            let ids: Vec<String> = (first..=last).map(|k| format!("({k})")).collect();
+            let slots: Vec<String> = (first..=last)
+                .flat_map(|k| (0..4).map(move |slot| format!("({k}, {slot}, {})", k * (slot + 1))))
+                .collect();
+            if conn.query_i64(&format!(
+                "SELECT COUNT(*) AS n FROM articles WHERE id = {first}"
+            )) == 0
+            {
+                conn.batch_execute(&format!(
+                    "INSERT INTO articles (id) VALUES {}",
+                    ids.join(", ")
+                ))
+                .unwrap();
+            }
+            conn.batch_execute(&format!(
+                "INSERT INTO articles_likes_slots (record_id, slot, count) VALUES {}",
+                slots.join(", ")
+            ))
+            .unwrap();
+        }
+    }
+
     /// The writers' acknowledged increments, added up per record.
     pub fn sum_acked(writers: impl IntoIterator<Item = Vec<i64>>) -> Vec<i64> {
         let mut sum: Vec<i64> = Vec::new();

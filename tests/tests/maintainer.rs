@@ -426,22 +426,7 @@ fn a_maintainer_killed_mid_pass_loses_nothing<C: TestConnection + R2D2Connection
     migrate(&mut conn);
     // 3,000 records, 4 slot rows each: record k's total is 10 k.
     const RECORDS: i64 = 3_000;
-    for first in (1..=RECORDS).step_by(500) {
-        let ids: Vec<String> = (first..first + 500).map(|k| format!("({k})")).collect();
-        conn.batch_execute(&format!(
-            "INSERT INTO articles (id) VALUES {}",
-            ids.join(", ")
-        ))
-        .unwrap();
-        let slots: Vec<String> = (first..first + 500)
-            .flat_map(|k| (0..4).map(move |slot| format!("({k}, {slot}, {})", k * (slot + 1))))
-            .collect();
-        conn.batch_execute(&format!(
-            "INSERT INTO articles_likes_slots (record_id, slot, count) VALUES {}",
-            slots.join(", ")
-        ))
-        .unwrap();
-    }
+    scattered_likes(&mut conn, RECORDS);
     let rows = |conn: &mut C| conn.query_i64("SELECT COUNT(*) AS n FROM articles_likes_slots");
     assert_eq!(rows(&mut conn), 4 * RECORDS);
     let mut child = spawn_child::<C>(test, &db.url);

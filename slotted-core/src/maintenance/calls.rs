@@ -569,7 +569,7 @@ pub(super) fn table_call<T: CounterTable, C: CounterConnection, O: crate::trace:
 
 /// Awaits a table-level maintenance call's `job` in its span.
 #[cfg(feature = "async")]
-async fn table_call_async<T: CounterTable, O: crate::trace::Outcome>(
+pub(super) async fn table_call_async<T: CounterTable, O: crate::trace::Outcome>(
     op: &'static str,
     job: impl Future<Output = O> + Send,
 ) -> O {

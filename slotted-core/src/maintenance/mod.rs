@@ -37,7 +37,12 @@ use crate::CounterConnection;
 use crate::{exec::asynch::AsyncExec, AsyncCounterConnection};
 pub use calls::CounterMaintenance;
 use fold::{for_each_page, Fold, ROWS_PER_STATEMENT};
-pub use maintainer::{JobReport, Maintainer, MaintainerBuilder, MaintainerReport, Retention};
+#[cfg(feature = "async")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+pub use maintainer::{AsyncMaintainer, OnTask};
+pub use maintainer::{
+    Face, JobReport, Maintainer, MaintainerBuilder, MaintainerReport, OnThread, Retention,
+};
 use pace::{paced, stopped, Pace};
 #[cfg(feature = "async")]
 use std::future::Future;
