@@ -1448,26 +1448,51 @@ mod galera {
                     let (cluster, conflicts) = (&cluster, &conflicts);
                     scope.spawn(move || {
                         let mut conn = cluster.open(n);
+                        let vote = |i: usize| ((i + w + n) % 3 + 1, 1000 * (n * WRITERS_PER_NODE + w) + i);
+                        // Every ninth transaction is rolled back after its statements: its
+                        // counts with it.
+                        let roll_back = |i: usize| i % 9 == 4;
+                        // The keys of this writer's last committed votes: found by their
+                        // primary key, they are all its `UPDATE` locks (a range or a scan
+                        // would lock gaps that the node's other writer inserts into).
+                        let own_votes = |i: usize| {
+                            (i.saturating_sub(3)..i)
+                                .filter(|&j| !roll_back(j))
+                                .map(|j| format!("({}, {})", vote(j).0, vote(j).1))
+                                .chain(std::iter::once("(0, 0)".to_owned()))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        };
                         for i in 0..TRANSACTIONS {
-                            let post = (i + w + n) % 3 + 1;
+                            let (post, user) = vote(i);
                             let author = (i + n) % 3 + 1;
-                            let user = 1000 * (n * WRITERS_PER_NODE + w) + i;
                             let statements = [
                                 format!("INSERT INTO comments (post_id, author_id, local) VALUES ({post}, {author}, {})", i % 2 == 0),
                                 format!("UPDATE comments SET deleted = TRUE WHERE id = LAST_INSERT_ID() AND {}", i % 3 == 0),
                                 format!("UPDATE comments SET post_id = {} WHERE id = LAST_INSERT_ID() AND {}", post % 3 + 1, i % 4 == 0),
                                 format!("DELETE FROM comments WHERE id = LAST_INSERT_ID() AND {}", i % 5 == 0),
                                 format!("INSERT INTO post_votes (post_id, user_id, score) VALUES ({post}, {user}, {})", if i % 2 == 0 { 1 } else { -1 }),
+                                // Multi-row statements: three comments from one INSERT …
+                                // SELECT (of constants: a locking read of shared rows, a full
+                                // scan of post_votes, say, meets the node's other writer in
+                                // lock waits, with or without triggers), and the writer's own
+                                // votes flipped in place.
+                                format!("INSERT INTO comments (post_id, author_id, local) SELECT {post}, {author}, n = 2 FROM (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3) AS three WHERE {}", i % 6 == 1),
+                                format!("UPDATE post_votes SET score = -score WHERE (post_id, user_id) IN ({}) AND {}", own_votes(i), i % 7 == 2),
                             ];
+                            let roll_back = roll_back(i);
                             loop {
                                 let result = conn.transaction::<_, DieselError, _>(|c| {
                                     for sql in &statements {
                                         c.batch_execute(sql)?;
                                     }
+                                    if roll_back {
+                                        return Err(DieselError::RollbackTransaction);
+                                    }
                                     Ok(())
                                 });
                                 match result {
-                                    Ok(()) => break,
+                                    Ok(()) | Err(DieselError::RollbackTransaction) => break,
                                     Err(DieselError::DatabaseError(_, info))
                                         if info.message().starts_with("Deadlock found") =>
                                     {
