@@ -78,6 +78,17 @@ impl std::ops::AddAssign for RefreshReport {
     }
 }
 
+/// What a pass over the records written since the last one did
+/// ([`maintain_changed`](crate::CounterMaintenance::maintain_changed)): their compaction, and
+/// the roll-up of the same records into the cached column (for a counter with `cache`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// The compaction of the records with rows outside the settled slot.
+    pub compaction: CompactionReport,
+    /// The roll-up of the same records (nothing without `cache`).
+    pub refresh: RefreshReport,
+}
+
 /// What moving an adopted column's counts did: into the slots (`absorb`), or back from the
 /// slots into the column (`release`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

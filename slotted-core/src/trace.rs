@@ -136,6 +136,13 @@ impl Report for crate::reports::CompactionReport {
     }
 }
 
+impl Report for crate::reports::PassReport {
+    fn report(&self) {
+        self.compaction.report();
+        self.refresh.report();
+    }
+}
+
 impl Report for crate::reports::MoveReport {
     fn report(&self) {
         record!("rows", self.records);

@@ -403,14 +403,20 @@ fn one_call_sets_up_the_diesel_cli_flow<C: TestConnection>(test: &str) {
         panic!("{err:?}")
     };
     let events = <events_hits_slots::table as CounterTable>::SPEC;
-    assert_eq!(changes.len(), 2, "{message}");
+    // Its table's folder, its index's folder, its print-schema pattern.
+    assert_eq!(changes.len(), 3, "{message}");
     assert_eq!(
         changes[0],
         DieselCliChange::MissingFolder(folder(&dir, &events)),
         "{message}"
     );
     assert!(
-        matches!(&changes[1], DieselCliChange::MissingPatterns { section, patterns, .. }
+        matches!(&changes[1], DieselCliChange::MissingFolder(path)
+            if path.to_string_lossy().ends_with("_index_events_hits_slots")),
+        "{message}"
+    );
+    assert!(
+        matches!(&changes[2], DieselCliChange::MissingPatterns { section, patterns, .. }
             if section == "print_schema" && patterns == &["^events_hits_slots$"]),
         "{message}"
     );
@@ -426,8 +432,8 @@ fn one_call_sets_up_the_diesel_cli_flow<C: TestConnection>(test: &str) {
     let files = grown.write_diesel_cli(&dir, dialect::<C>()).unwrap();
     assert_eq!(
         files.folders.iter().filter(|f| f.written).count(),
-        1,
-        "{files}"
+        2,
+        "the table's folder and its index's: {files}"
     );
     diesel(&run, &dir).unwrap();
     let schema = std::fs::read_to_string(dir.join("src/schema.rs")).unwrap();

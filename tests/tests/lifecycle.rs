@@ -24,6 +24,7 @@ backend_tests! {
         prefilled_slots_take_plain_updates,
         shared_table_holds_two_models,
         a_stopped_pass_says_what_it_committed,
+        a_pass_takes_only_the_records_written_since_the_last,
     ],
     servers: [
         compaction_does_not_wait_for_a_writers_open_transaction,
@@ -623,8 +624,8 @@ fn shared_table_holds_two_models<C: TestConnection>(test: &str) {
         MigrationSource::<<C as diesel::Connection>::Backend>::migrations(&migrations)
             .unwrap()
             .len(),
-        1,
-        "one table"
+        2,
+        "one table, and its index of unsettled rows"
     );
 
     for _ in 0..200 {
@@ -979,5 +980,86 @@ fn maintenance_converges_beside_business_transactions<C: TestConnection>(test: &
             )),
             acked[key as usize]
         );
+    }
+}
+
+fn cached_likes<C: TestConnection>(conn: &mut C, id: i32) -> i64 {
+    conn.query_i64(&format!(
+        "SELECT CAST(likes_count AS {}) AS n FROM articles WHERE id = {id}",
+        if C::NAME == "mysql" {
+            "SIGNED"
+        } else {
+            "BIGINT"
+        }
+    ))
+}
+
+/// `maintain_changed`: the counter migrations create the index of unsettled rows; a pass
+/// compacts and rolls up exactly the records written since the last one (all 2,000 the first
+/// time, none the second, the 3 written and the 1 set the third), into the settled slot, and
+/// every total stays exact.
+fn a_pass_takes_only_the_records_written_since_the_last<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    let indexes = conn.query_i64(match C::NAME {
+        "postgres" => "SELECT COUNT(*) AS n FROM pg_indexes WHERE indexname = 'articles_likes_slots_unsettled'",
+        "mysql" => "SELECT COUNT(DISTINCT index_name) AS n FROM information_schema.statistics \
+                    WHERE table_schema = DATABASE() AND index_name = 'articles_likes_slots_unsettled'",
+        _ => "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'index' AND name = 'articles_likes_slots_unsettled'",
+    });
+    assert_eq!(indexes, 1, "the index of unsettled rows");
+    const RECORDS: i64 = 2_000;
+    scattered_likes(&mut conn, RECORDS);
+    let first = articles_likes_slots::table
+        .maintain_changed(500, &mut conn)
+        .unwrap();
+    assert_eq!(
+        (first.compaction.records, first.refresh.updated),
+        (2_000, 2_000),
+        "{first:?}"
+    );
+    let settled = |conn: &mut C| {
+        conn.query_i64("SELECT COUNT(*) AS n FROM articles_likes_slots WHERE slot = -1")
+    };
+    assert_eq!(settled(&mut conn), RECORDS, "one settled row per record");
+    let second = articles_likes_slots::table
+        .maintain_changed(500, &mut conn)
+        .unwrap();
+    assert_eq!(
+        (second.compaction.records, second.refresh.updated),
+        (0, 0),
+        "nothing written since: {second:?}"
+    );
+    for id in [7, 700, 1999] {
+        Article::likes_of(id).add(5, &mut conn).unwrap();
+    }
+    Article::likes_of(8).set(100, &mut conn).unwrap();
+    let third = articles_likes_slots::table
+        .maintain_changed(500, &mut conn)
+        .unwrap();
+    assert_eq!(
+        (third.compaction.records, third.refresh.updated),
+        (4, 4),
+        "the records written since: {third:?}"
+    );
+    assert_eq!(settled(&mut conn), RECORDS);
+    assert_eq!(
+        conn.query_i64("SELECT COUNT(*) AS n FROM articles_likes_slots"),
+        RECORDS
+    );
+    assert_eq!(
+        [7, 8, 700, 1999].map(|id| cached_likes(&mut conn, id)),
+        [75, 100, 7_005, 19_995]
+    );
+    let ids: Vec<i32> = (1..=RECORDS as i32).collect();
+    let totals = Article::likes_totals(&ids, &mut conn).unwrap();
+    for id in ids {
+        let want = match id {
+            8 => 100,
+            7 | 700 | 1999 => 10 * i64::from(id) + 5,
+            _ => 10 * i64::from(id),
+        };
+        assert_eq!(totals[&id], want, "record {id}");
     }
 }

@@ -225,17 +225,26 @@ fn a_failing_job_and_a_pool_that_cannot_connect_are_reported<C: TestConnection +
         .freshness(BOUND)
         .start()
         .unwrap();
+    // The first pass is a full one (compaction, then the roll-up, which fails); the passes
+    // after it roll up what they compact, and fail there.
     until(&maintainer, "the roll-up's failure reported", |r| {
-        r.errors >= 2
+        r.errors >= 3
             && r.jobs
                 .iter()
-                .any(|j| j.name == "compact Article.likes" && j.runs >= 2)
+                .any(|j| j.name == "compact Article.likes" && j.runs >= 1 && j.failures >= 2)
     });
     let report = maintainer.stop(Duration::from_secs(10));
     let error = report.last_error.clone().unwrap();
     assert!(
-        error.starts_with("roll up Article.likes: ") && error.contains("articles"),
+        error.starts_with("compact Article.likes: ") && error.contains("articles"),
         "{report:?}"
+    );
+    assert!(
+        report
+            .jobs
+            .iter()
+            .any(|j| j.name == "roll up Article.likes" && j.failures == 1),
+        "the full pass's roll-up: {report:?}"
     );
     assert!(!report.running, "{report:?}");
     // Failing passes are spaced further and further apart.

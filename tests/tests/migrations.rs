@@ -190,12 +190,16 @@ fn up_down_up_with_expected_schema<C: TestConnection>(test: &str) {
     };
     let mut conn = C::open(&db.url);
     let applied = conn.run_pending_migrations(all_migrations()).unwrap();
-    assert_eq!(applied.len(), 4, "one migration per counter table");
+    assert_eq!(
+        applied.len(),
+        8,
+        "one migration per counter table, and one per table's index of unsettled rows"
+    );
     assert_schema(&mut conn);
     Post::likes_of(1).add(3, &mut conn).unwrap();
 
     let reverted = conn.revert_all_migrations(all_migrations()).unwrap();
-    assert_eq!(reverted.len(), 4);
+    assert_eq!(reverted.len(), 8);
     for table in [
         "posts_likes_slots",
         "posts_views_slots",
@@ -252,7 +256,7 @@ fn cli_folders_apply_with_diesel_file_migrations<C: TestConnection>(test: &str) 
     let folders = all_migrations()
         .write_diesel_cli_folders(&dir, dialect::<C>())
         .unwrap();
-    assert_eq!(folders.len(), 4);
+    assert_eq!(folders.len(), 8);
     assert!(folders.iter().all(|f| f.written), "{folders:?}");
     let again = all_migrations()
         .write_diesel_cli_folders(&dir, dialect::<C>())
@@ -262,11 +266,9 @@ fn cli_folders_apply_with_diesel_file_migrations<C: TestConnection>(test: &str) 
     for folder in &folders {
         let up = std::fs::read_to_string(folder.join("up.sql")).unwrap();
         let down = std::fs::read_to_string(folder.join("down.sql")).unwrap();
-        assert!(
-            up.contains("CREATE TABLE") && down.contains("DROP TABLE"),
-            "{}",
-            folder.display()
-        );
+        let table = up.contains("CREATE TABLE") && down.contains("DROP TABLE");
+        let index = up.contains("CREATE INDEX") && down.contains("DROP INDEX");
+        assert!(table || index, "{}", folder.display());
     }
     // Writing the same folders again is a no-op.
     assert_eq!(
@@ -281,7 +283,7 @@ fn cli_folders_apply_with_diesel_file_migrations<C: TestConnection>(test: &str) 
 
     let mut conn = C::open(&db.url);
     let source = FileBasedMigrations::from_path(&dir).unwrap();
-    assert_eq!(conn.run_pending_migrations(source).unwrap().len(), 4);
+    assert_eq!(conn.run_pending_migrations(source).unwrap().len(), 8);
     assert_schema(&mut conn);
     Page::views_of("https://example.com/")
         .add(2, &mut conn)
@@ -294,7 +296,7 @@ fn cli_folders_apply_with_diesel_file_migrations<C: TestConnection>(test: &str) 
     );
 
     let source = FileBasedMigrations::from_path(&dir).unwrap();
-    assert_eq!(conn.revert_all_migrations(source).unwrap().len(), 4);
+    assert_eq!(conn.revert_all_migrations(source).unwrap().len(), 8);
     assert!(!conn.table_exists("pages_views_slots"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -346,8 +348,8 @@ fn cli_folders_refuse_different_content<C: TestConnection>(test: &str) {
     );
     let entries = std::fs::read_dir(&dir).unwrap().count();
     assert_eq!(
-        entries, 2,
-        "no folder of the other models was written either"
+        entries, 4,
+        "Post's two tables and their indexes: no folder of the other models was written either"
     );
 
     let missing = dir.join("does-not-exist");

@@ -29,6 +29,10 @@ pub struct Live {
     pub window: Duration,
     pub rounds: usize,
     pub hold: Duration,
+    /// `--maintainer BOUND_MS`: slotted's windows run the maintainer (a `Maintainer` over an
+    /// r2d2 pool, freshness bound this long: passes over what was written since the last one,
+    /// and retention) instead of `compact_all`, `refresh_cache_all` and retention in a loop.
+    pub maintainer: Option<Duration>,
 }
 
 /// The tables `LiveItem` counts in, filled: the model's rows (cache column at 0, and
@@ -178,6 +182,7 @@ pub fn run<C: Server + Send>(
         (0..windows).map(|_| Mutex::new(Vec::new())).collect();
     let (acked, stop) = (AtomicU64::new(0), AtomicBool::new(false));
     let passes = [AtomicU64::new(0), AtomicU64::new(0)];
+    let (maintainer_worst, maintainer_over) = (Mutex::new(Duration::ZERO), Mutex::new(0u64));
     let result: Result<(), BoxError> = std::thread::scope(|s| {
         let mut threads = Vec::new();
         for writer in 0..live.writers {
@@ -212,6 +217,7 @@ pub fn run<C: Server + Send>(
             }));
         }
         let (passes, stop) = (&passes, &stop);
+        let (maintainer_worst, maintainer_over) = (&maintainer_worst, &maintainer_over);
         threads.push(s.spawn(move || -> Result<(), BoxError> {
             let mut conn = C::establish(url)?;
             while Instant::now() < end && !stop.load(Ordering::Relaxed) {
@@ -221,6 +227,34 @@ pub fn run<C: Server + Send>(
                     continue;
                 }
                 let cutoff = SystemTime::now() - Duration::from_secs(30 * 86_400);
+                if let (Kind::Slotted, Some(bound)) = (kind, live.maintainer) {
+                    // The maintainer for the whole window, then stopped.
+                    let pool = diesel::r2d2::Pool::builder()
+                        .max_size(2)
+                        .build(diesel::r2d2::ConnectionManager::<C>::new(url))?;
+                    let maintainer = slotted_core::maintenance::Maintainer::builder(pool)
+                        .counter::<scale_live_hits_slots::table>()
+                        .counter::<scale_live_daily_slots::table>()
+                        .retention::<scale_live_daily_slots::table>(
+                            slotted_core::maintenance::Retention::Delete(Duration::from_secs(
+                                30 * 86_400,
+                            )),
+                        )
+                        .freshness(bound)
+                        .start()?;
+                    while window_of(Instant::now()).map(Kind::of) == Some(Kind::Slotted) {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    let report = maintainer.stop(Duration::from_secs(30));
+                    if let Some(error) = &report.last_error {
+                        return Err(format!("the maintainer: {error}").into());
+                    }
+                    passes[0].fetch_add(report.passes, Ordering::Relaxed);
+                    let mut worst = maintainer_worst.lock().expect("one thread");
+                    *worst = (*worst).max(report.worst_staleness.unwrap_or_default());
+                    *maintainer_over.lock().expect("one thread") += report.passes_over_bound;
+                    continue;
+                }
                 if kind == Kind::ByHand {
                     let cutoff = slotted_core::BucketWidth::Day.start_of(cutoff);
                     let batch = MAINTENANCE_BATCH as i64;
@@ -295,19 +329,33 @@ pub fn run<C: Server + Send>(
         })
         .collect();
     let secs = live.window.as_secs_f64();
+    let slotted_runs = match live.maintainer {
+        Some(bound) => format!(
+            "the maintainer (freshness bound {bound:?}: each pass compacts and rolls up the \
+             records written since the last, the first a full pass; retention 30 days), {} \
+             passes, worst staleness {:?}, {} passes over the bound",
+            passes[0].load(Ordering::Relaxed),
+            maintainer_worst.into_inner().expect("the threads are done"),
+            maintainer_over.into_inner().expect("the threads are done"),
+        ),
+        None => format!(
+            "looping: compact_all, refresh_cache_all (batches of {MAINTENANCE_BATCH}), \
+             delete_buckets_before (30 days), {} passes",
+            passes[0].load(Ordering::Relaxed)
+        ),
+    };
     let mut out = format!(
         "{} records, {} writers, business transaction: `hits` and `daily` of one Zipf-chosen record, \
          {:?} held open, through the retry helper; windows of {:?}: off, slotted, off, by hand, …, off\n\
-         slotted's maintenance, looping: compact_all, refresh_cache_all (batches of {MAINTENANCE_BATCH}), \
-         delete_buckets_before (30 days), {} passes; by hand, looping over batches of the same \
-         size: the plain-SQL fold, roll-up and retention DELETE (Server::maintain_by_hand), {} passes\n\
+         slotted's maintenance, {slotted_runs}; by hand, looping over batches of \
+         {MAINTENANCE_BATCH}: the plain-SQL fold, roll-up and retention DELETE \
+         (Server::maintain_by_hand), {} passes\n\
          exact: {acked} transactions acknowledged, {hits} hits and {daily} daily counted\n\n\
          | window | maintenance | tx/s | p50 ms | p99 ms |\n|---|---|---|---|---|\n",
         live.records,
         live.writers,
         live.hold,
         live.window,
-        passes[0].load(Ordering::Relaxed),
         passes[1].load(Ordering::Relaxed),
     );
     for (w, f) in figures.iter().enumerate() {

@@ -108,6 +108,8 @@ struct Options {
     rounds: usize,
     /// `--writers N`: the live run's writers (default 32).
     writers: usize,
+    /// `--maintainer BOUND_MS`: the live run's slotted windows run the maintainer.
+    maintainer: Option<u64>,
 }
 
 fn options() -> Result<Options, BoxError> {
@@ -120,6 +122,7 @@ fn options() -> Result<Options, BoxError> {
     let mut live = None;
     let mut rounds = 3;
     let mut writers = 32;
+    let mut maintainer = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -139,6 +142,13 @@ fn options() -> Result<Options, BoxError> {
             "--live" => live = Some(args.next().ok_or("--live needs seconds")?.parse()?),
             "--rounds" => rounds = args.next().ok_or("--rounds needs a number")?.parse()?,
             "--writers" => writers = args.next().ok_or("--writers needs a number")?.parse()?,
+            "--maintainer" => {
+                maintainer = Some(
+                    args.next()
+                        .ok_or("--maintainer needs a freshness bound in ms")?
+                        .parse()?,
+                );
+            }
             other => return Err(format!("unknown argument `{other}`").into()),
         }
     }
@@ -147,6 +157,7 @@ fn options() -> Result<Options, BoxError> {
         sizes = vec![1_000, 5_000];
     }
     let name = match (churn.is_some(), vacuum, live.is_some()) {
+        (_, _, true) if maintainer.is_some() => "scale-live-maintainer",
         (_, _, true) => "scale-live",
         (false, _, _) => "scale",
         (true, false, _) => "scale-churn",
@@ -166,6 +177,7 @@ fn options() -> Result<Options, BoxError> {
         live,
         rounds,
         writers,
+        maintainer,
     })
 }
 
@@ -670,6 +682,7 @@ fn run<C: Server + Send>(url: &str, options: &Options) -> Result<(), BoxError> {
             window: Duration::from_secs_f64(window),
             rounds: options.rounds,
             hold: Duration::from_millis(1),
+            maintainer: options.maintainer.map(Duration::from_millis),
         };
         let text = live::run(url, &mut conn, &live, &writes);
         live::drop(&mut conn, made_claims)?;
@@ -707,8 +720,12 @@ fn run<C: Server + Send>(url: &str, options: &Options) -> Result<(), BoxError> {
             .map_or(String::new(), |s| format!(" --churn {s}{vacuum}"));
         let churn = match options.live {
             Some(w) => format!(
-                "{churn} --live {w} --rounds {} --writers {}",
-                options.rounds, options.writers
+                "{churn} --live {w} --rounds {} --writers {}{}",
+                options.rounds,
+                options.writers,
+                options
+                    .maintainer
+                    .map_or(String::new(), |ms| format!(" --maintainer {ms}"))
             ),
             None => churn,
         };

@@ -23,7 +23,9 @@ pub struct Pair {
 }
 
 /// What one backend needs beyond Diesel: its SQL for sizes, casts and the hand-written fold.
-pub trait Server: CounterConnection + SimpleConnection + Sized {
+pub trait Server:
+    CounterConnection + SimpleConnection + diesel::r2d2::R2D2Connection + Sized + 'static
+{
     const NAME: &'static str;
     /// `SIGNED` on MySQL, `BIGINT` elsewhere.
     const INT: &'static str;

@@ -216,6 +216,38 @@ pub trait CounterMaintenance: CounterTable {
         })
     }
 
+    /// A pass over the records written since the last one: compaction of every record with
+    /// rows outside the settled slot (the slot compaction folds into, which no writer writes),
+    /// found through the index of unsettled rows that the counter migrations create, then the
+    /// roll-up of the same records into the cached column (with `cache`). Its cost follows
+    /// what was written since the last pass, not the size of the table. What the maintainer
+    /// runs at every pass, with [`compact_all`](Self::compact_all) and
+    /// [`refresh_cache_all`](Self::refresh_cache_all) at the verify interval for what no write
+    /// unsettles (a retention that deleted buckets of a cached counter).
+    fn maintain_changed<C: CounterConnection>(
+        self,
+        batch: usize,
+        conn: &mut C,
+    ) -> Result<PassReport> {
+        table_call::<Self, _, _>("maintain_changed", conn, |exec| {
+            run_now(maintain_changed::<Self, _>(exec, batch))
+        })
+    }
+
+    /// [`maintain_changed`](Self::maintain_changed) on an async connection (diesel-async,
+    /// bb8, deadpool). The future is `Send`.
+    #[cfg(feature = "async")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+    fn maintain_changed_async<C: AsyncCounterConnection>(
+        self,
+        batch: usize,
+        conn: &mut C,
+    ) -> impl Future<Output = Result<PassReport>> + Send {
+        table_call_async::<Self, _>("maintain_changed_async", async move {
+            maintain_changed::<Self, _>(&mut AsyncExec(conn), batch).await
+        })
+    }
+
     /// Copies the totals of these records into the cache column, at most
     /// [`MAINTENANCE_BATCH`] records per `UPDATE`, in key order. Each batch (its totals'
     /// read and its `UPDATE`) is its own short transaction (when no transaction is open), so

@@ -34,7 +34,7 @@ use crate::sql::maintenance::{
     RowsQuery, UpdateRows,
 };
 use crate::sql::read::{KeyPage, Keys};
-use crate::sql::{Buckets, Scope, SlotRow, SlotValue};
+use crate::sql::{Buckets, Scope, SlotRow, SlotValue, SETTLED_SLOT};
 use crate::table::{CacheSpec, CounterSpec};
 
 /// Rows per multi-row `INSERT`, `DELETE` or `UPDATE`: at most 6 binds a row, under every bind
@@ -152,9 +152,31 @@ pub(crate) async fn put_back<E: Exec>(
             rows: chunk,
             on_conflict: OnConflict::Fail,
         };
-        exec.execute(insert).await.map_err(fail)?;
+        exec.execute(insert)
+            .await
+            .map_err(|e| fail(settled_first(e)))?;
     }
     Ok(())
+}
+
+/// A fold whose row into the settled slot (moved there, or inserted where the record had
+/// none) met the same row made by a concurrent compaction of the record that committed first
+/// (two compactions that each took part of the record's rows, `SKIP LOCKED`): the batch is
+/// rolled back and run again, as a deadlock's loser is, and its next run takes that row too.
+fn settled_first(e: diesel::result::Error) -> diesel::result::Error {
+    use diesel::result::{DatabaseErrorKind, Error as DieselError};
+    match e {
+        DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, info) => {
+            DieselError::DatabaseError(
+                DatabaseErrorKind::SerializationFailure,
+                Box::new(format!(
+                    "{} (a concurrent compaction settled the record first: run again)",
+                    info.message()
+                )),
+            )
+        }
+        other => other,
+    }
 }
 
 pub(crate) fn id_of(row: &SlotRow) -> RowId<'_> {
@@ -179,7 +201,46 @@ pub(crate) async fn fold<E: Exec>(
         keys,
         buckets,
     };
+    if E::Backend::DIALECT == Dialect::Mysql && matches!(how, Fold::Compact) {
+        settled_rows_first(exec, scope).await?;
+    }
     one_batch!(exec, spec, fold_once(exec, scope, how))
+}
+
+/// MySQL: creates the settled row (count 0) of every (record, bucket) of `scope` that has
+/// unsettled rows and none, before the fold locks anything, so that the fold only updates
+/// and deletes rows it holds. An insert by the fold itself, into the gap before a record's
+/// rows that it holds locked, deadlocked writers queued on those rows (InnoDB queues their
+/// next-key locks on that gap, and the insert waits behind them). Read without locks and
+/// inserted with `INSERT IGNORE` (one statement, its own transaction unless the caller's is
+/// open): it waits for no lock this job holds, and a row a concurrent compaction made first is
+/// left alone. A zero row the fold then does not reach (a writer held the record's rows) adds
+/// nothing to the total, and the next compaction folds it.
+async fn settled_rows_first<E: Exec>(exec: &mut E, scope: Scope<'_>) -> Result<()> {
+    let spec = scope.spec;
+    let fail = |e| database_error(spec, e);
+    let rows: Vec<SlotRow> =
+        load_keyed(exec, Rows(RowsQuery::Read(scope)), spec.key_column_kinds())
+            .await
+            .map_err(fail)?;
+    let mut groups: BTreeMap<(&RawKey, i64), bool> = BTreeMap::new();
+    for row in &rows {
+        *groups.entry((&row.key, row.bucket)).or_default() |= row.slot == SETTLED_SLOT;
+    }
+    let missing: Vec<RowCount<'_>> = groups
+        .into_iter()
+        .filter(|(_, settled)| !settled)
+        .map(|((key, bucket), _)| (key.as_value(), bucket, SlotValue::Bound(SETTLED_SLOT), 0))
+        .collect();
+    for chunk in missing.chunks(ROWS_PER_STATEMENT) {
+        let insert = InsertRows {
+            spec,
+            rows: chunk,
+            on_conflict: OnConflict::Skip,
+        };
+        exec.execute(insert).await.map_err(fail)?;
+    }
+    Ok(())
 }
 
 /// Deletes the rows of `keys` in `buckets` (retention) in one transaction, once; returns how
@@ -235,8 +296,20 @@ async fn fold_once<E: Exec>(exec: &mut E, scope: Scope<'_>, how: Fold) -> Result
         match i64::try_from(group.sum) {
             Ok(0) => {}
             Ok(sum) => {
-                let slot = SlotValue::Bound(group.in_target.unwrap_or(group.any));
-                folded.push((key.as_value(), bucket, slot, sum));
+                let slot = match how {
+                    // Into the settled slot, which no writer writes: on MySQL only the row
+                    // `settled_rows_first` made and this fold holds (no insert while rows are
+                    // locked); when it has none, the record's lowest row it holds, left
+                    // unsettled for the next compaction.
+                    Fold::Compact
+                        if E::Backend::DIALECT != Dialect::Mysql
+                            || group.in_target == Some(SETTLED_SLOT) =>
+                    {
+                        SETTLED_SLOT
+                    }
+                    Fold::Compact | Fold::IntoBucket(_) => group.in_target.unwrap_or(group.any),
+                };
+                folded.push((key.as_value(), bucket, SlotValue::Bound(slot), sum));
             }
             Err(_) => {
                 poisoned.insert(key, group.sum);
@@ -255,8 +328,15 @@ async fn fold_once<E: Exec>(exec: &mut E, scope: Scope<'_>, how: Fold) -> Result
     }
     let (mut taken, mut result) = (Vec::with_capacity(rows.len()), Vec::new());
     for row in &rows {
+        let made_by_compaction = row.slot == SETTLED_SLOT && row.count == 0;
         if !poisoned.contains_key(&row.key) {
             taken.push(id_of(row));
+        } else if made_by_compaction {
+            // A record left as it was keeps only its own rows: the zero row that
+            // `settled_rows_first` made for it goes (deleted; on SQLite not put back).
+            if E::Backend::DIALECT != Dialect::Sqlite {
+                taken.push(id_of(row));
+            }
         } else if E::Backend::DIALECT == Dialect::Sqlite {
             // Deleted by the read already: put them back as they were.
             let (key, bucket, slot) = id_of(row);
@@ -266,16 +346,19 @@ async fn fold_once<E: Exec>(exec: &mut E, scope: Scope<'_>, how: Fold) -> Result
     folded.retain(|(key, ..)| !poisoned.keys().any(|p| p.as_value() == *key));
     result.extend_from_slice(&folded);
     put_back(exec, spec, &taken, &result).await?;
+    // The rows taken, but for the settled rows holding 0: only compaction makes those (MySQL's
+    // `settled_rows_first`, for this fold or for one a writer's lock held back), and they were
+    // no row of the record's before it.
+    let own_rows = || {
+        rows.iter()
+            .filter(|r| !poisoned.contains_key(&r.key))
+            .filter(|r| !(r.slot == SETTLED_SLOT && r.count == 0))
+    };
     Ok(CompactionReport {
         // Records with rows taken: with `SKIP LOCKED` a record whose rows writers all hold
         // is not folded, and not counted.
-        records: rows
-            .iter()
-            .map(|r| &r.key)
-            .filter(|k| !poisoned.contains_key(k))
-            .collect::<BTreeSet<_>>()
-            .len() as u64,
-        rows_before: taken.len() as u64,
+        records: own_rows().map(|r| &r.key).collect::<BTreeSet<_>>().len() as u64,
+        rows_before: own_rows().count() as u64,
         rows_after: folded.len() as u64,
         batches: 1,
         retries: 0,
@@ -291,7 +374,10 @@ async fn fold_once<E: Exec>(exec: &mut E, scope: Scope<'_>, how: Fold) -> Result
 async fn compact_in_place<E: Exec>(exec: &mut E, scope: Scope<'_>) -> Result<CompactionReport> {
     let spec = scope.spec;
     let fail = |e| database_error(spec, e);
-    let rows: Vec<CompactedBatch> = exec.load(CompactInPlace::new(scope)).await.map_err(fail)?;
+    let rows: Vec<CompactedBatch> = exec
+        .load(CompactInPlace::new(scope))
+        .await
+        .map_err(|e| fail(settled_first(e)))?;
     // At least one row (the summary's `LEFT JOIN`); the figures are the same in every row.
     let first = rows
         .first()
@@ -462,6 +548,7 @@ macro_rules! for_each_page {
                 after: after.as_ref().map($crate::key::RawKey::as_value),
                 limit,
                 all: $buckets != $crate::sql::Buckets::All,
+                unsettled: false,
             };
             let mut keys = match $crate::maintenance::fold::key_page($exec, page).await {
                 Ok(keys) => keys,

@@ -22,7 +22,8 @@ use crate::exec::Exec;
 use crate::handle::Counter;
 use crate::key::KeyValue;
 pub use crate::reports::{
-    Committed, CompactionReport, Drift, FollowReport, MoveReport, RecordFailure, RefreshReport,
+    Committed, CompactionReport, Drift, FollowReport, MoveReport, PassReport, RecordFailure,
+    RefreshReport,
 };
 use crate::retry::RetryPolicy;
 use crate::sql::maintenance::{InsertRows, OnConflict, RowCount};
@@ -188,6 +189,61 @@ async fn refresh_all<T: CounterTable, E: Exec>(
     }
 }
 
+/// The records written since the last pass (those with rows outside the settled slot), found
+/// through the index of unsettled rows, page by page in key order: each page compacted (which
+/// settles it), then rolled up into the cached column. A pass costs what was written since the
+/// last one, not what the table holds. A record written after its page was compacted is
+/// unsettled again, so the next pass takes it; one whose rows writers held (skipped by the
+/// compaction) is rolled up all the same, and taken again by the next pass.
+async fn maintain_changed<T: CounterTable, E: Exec>(
+    exec: &mut E,
+    batch: usize,
+) -> Result<PassReport> {
+    let spec = &T::SPEC;
+    refuse_read_only(exec, spec).await?;
+    if let Some(cache) = &spec.cache {
+        adopt::claim(exec, spec, cache).await?;
+    }
+    let limit = i64::try_from(batch.clamp(1, MAX_PAGE)).unwrap_or(1);
+    let mut compact_pace = Pace::new(batch.min(keys_per_statement(spec)));
+    let mut refresh_pace = Pace::new(batch.min(MAINTENANCE_BATCH));
+    let (mut after, mut report) = (None::<crate::key::RawKey>, PassReport::default());
+    loop {
+        let page = KeyPage::Compactable {
+            scope: crate::sql::Scope::new(spec, &[]),
+            after: after.as_ref().map(crate::key::RawKey::as_value),
+            limit,
+            all: true,
+            unsettled: true,
+        };
+        let keys = match fold::key_page(exec, page).await {
+            Ok(keys) => keys,
+            Err(e) => return Err(stopped(exec, report.compaction, e)),
+        };
+        let Some(last) = keys.last().cloned() else {
+            return Ok(report);
+        };
+        let keys: Vec<KeyValue<'_>> = keys.iter().map(crate::key::RawKey::as_value).collect();
+        let compaction = &mut report.compaction;
+        let done = paced!(exec, &mut compact_pace, &keys, compaction, |keys| {
+            fold::fold(exec, spec, keys, Buckets::All, Fold::Compact)
+        });
+        if let Err(e) = done {
+            return Err(stopped(exec, report.compaction, e));
+        }
+        if let Some(cache) = &spec.cache {
+            let refresh = &mut report.refresh;
+            let done = paced!(exec, &mut refresh_pace, &keys, refresh, |keys| {
+                fold::refresh(exec, spec, cache, keys)
+            });
+            if let Err(e) = done {
+                return Err(stopped(exec, report.refresh, e));
+            }
+        }
+        after = Some(last);
+    }
+}
+
 async fn absorb<T: CounterTable, E: Exec>(exec: &mut E, keys: &[T::Key]) -> Result<MoveReport> {
     let spec = &T::SPEC;
     let Some(column) = &spec.adopt else {
@@ -233,6 +289,7 @@ macro_rules! for_each_key_page {
                     after: after_key,
                     limit,
                     all: true,
+                    unsettled: false,
                 },
             };
             let keys = match fold::key_page($exec, page).await {

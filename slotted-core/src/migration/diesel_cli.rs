@@ -329,7 +329,8 @@ mod tests {
         assert!(files.written());
         assert!(files.migrations_dir_created && files.diesel_toml_created);
         assert_eq!(files.migrations_dir, dir.join("migrations"));
-        assert_eq!(files.folders.len(), 2);
+        // The counter table, its index of unsettled rows, the flush log.
+        assert_eq!(files.folders.len(), 3);
         assert!(files.folders.iter().all(|f| f.written && f.path.is_dir()));
         let toml = fs::read_to_string(dir.join("diesel.toml")).unwrap();
         assert!(
@@ -373,10 +374,12 @@ mod tests {
             panic!("{err:?}")
         };
         let folder = dir.join("m").join(Table::Counter(TEST_SPEC).folder());
+        let index = dir.join("m").join(Table::Unsettled(TEST_SPEC).folder());
         assert_eq!(
             changes,
             &[
                 DieselCliChange::MissingFolder(folder.clone()),
+                DieselCliChange::MissingFolder(index),
                 DieselCliChange::MissingPatterns {
                     path: dir.join("diesel.toml"),
                     section: "print_schema".into(),
@@ -387,7 +390,7 @@ mod tests {
             ]
         );
         let message = err.to_string();
-        assert_eq!(message.lines().count(), 4, "one line each:\n{message}");
+        assert_eq!(message.lines().count(), 5, "one line each:\n{message}");
         assert!(message.contains(&folder.display().to_string()), "{message}");
         assert_eq!(snapshot(&dir), before, "nothing written");
 
@@ -415,7 +418,7 @@ mod tests {
         let err = counters.write_diesel_cli(&dir, Dialect::Mysql).unwrap_err();
         let message = err.to_string();
         assert!(
-            matches!(&err, Error::DieselCliOutOfDate { changes, ci: false } if changes.len() == 3),
+            matches!(&err, Error::DieselCliOutOfDate { changes, ci: false } if changes.len() == 4),
             "{message}"
         );
         assert!(

@@ -55,6 +55,10 @@ pub struct CounterMigrations {
 #[derive(Debug, Clone)]
 enum Table {
     Counter(CounterSpec),
+    /// The index of a counter table's unsettled rows (those outside the settled slot, written
+    /// since the record's last compaction), by which a maintainer's pass finds the records
+    /// written since the last one: after every counter table (its version sorts after theirs).
+    Unsettled(CounterSpec),
     /// The write-behind buffer's flush log, `slotted_flushes`.
     FlushLog,
     /// The claims of roll-ups on their cache columns, `slotted_columns`: created with any
@@ -73,6 +77,7 @@ impl Table {
     fn version(&self) -> String {
         match self {
             Table::Counter(spec) => migration_version(spec),
+            Table::Unsettled(spec) => unsettled_version(spec),
             Table::FlushLog => hashed_version(FLUSHES_TABLE, ""),
             Table::Columns => hashed_version(COLUMNS_TABLE, ""),
             Table::Follow { child, specs } => follow_version(child, specs),
@@ -81,7 +86,7 @@ impl Table {
 
     fn name(&self) -> &'static str {
         match self {
-            Table::Counter(spec) => spec.table,
+            Table::Counter(spec) | Table::Unsettled(spec) => spec.table,
             Table::Follow { child, .. } => child,
             Table::FlushLog => FLUSHES_TABLE,
             Table::Columns => COLUMNS_TABLE,
@@ -95,6 +100,7 @@ impl Table {
                 format!("the shared counter table {}", spec.table)
             }
             Table::Counter(spec) => format!("the counter table {}", spec.table),
+            Table::Unsettled(spec) => format!("the index of unsettled rows of {}", spec.table),
             Table::FlushLog => format!("the buffer's log table {FLUSHES_TABLE}"),
             Table::Columns => format!("slotted's column-claims table {COLUMNS_TABLE}"),
             Table::Follow { child, specs } => {
@@ -108,7 +114,7 @@ impl Table {
     /// which print-schema does not print.
     fn pattern(&self) -> Option<String> {
         match self {
-            Table::Follow { .. } => None,
+            Table::Follow { .. } | Table::Unsettled(_) => None,
             _ => Some(format!("^{}$", self.name())),
         }
     }
@@ -117,6 +123,7 @@ impl Table {
         let version = self.version();
         let action = match self {
             Table::Follow { .. } => "follow",
+            Table::Unsettled(_) => "index",
             _ => "create",
         };
         format!(
@@ -130,6 +137,7 @@ impl Table {
     fn up(&self, dialect: Dialect) -> String {
         match self {
             Table::Counter(spec) => up_sql(spec, dialect),
+            Table::Unsettled(spec) => unsettled_up_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::up_sql(dialect),
             Table::Columns => crate::sql::adopt::up_sql(dialect),
             Table::Follow { child, specs } => follow_up_sql(child, specs, dialect),
@@ -139,6 +147,7 @@ impl Table {
     fn down(&self, dialect: Dialect) -> String {
         match self {
             Table::Counter(spec) => down_sql(spec, dialect),
+            Table::Unsettled(spec) => unsettled_down_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::down_sql(dialect),
             Table::Columns => crate::sql::adopt::down_sql(dialect),
             Table::Follow { child, .. } => follow_down_sql(child, dialect),
@@ -185,12 +194,14 @@ impl CounterMigrations {
     /// One entry per table: shared counters of several models share one migration.
     fn tables(&self) -> Vec<Table> {
         let mut seen = std::collections::HashSet::new();
-        let mut tables: Vec<Table> = self
+        let counters: Vec<CounterSpec> = self
             .specs
             .iter()
             .filter(|spec| seen.insert(migration_version(spec)))
-            .map(|spec| Table::Counter(*spec))
+            .copied()
             .collect();
+        let mut tables: Vec<Table> = counters.iter().map(|spec| Table::Counter(*spec)).collect();
+        tables.extend(counters.into_iter().map(Table::Unsettled));
         if self
             .specs
             .iter()
@@ -238,6 +249,65 @@ pub fn migration_version(spec: &CounterSpec) -> String {
         layout.push_str(&format!("/key{}", spec.key.len()));
     }
     hashed_version(spec.table, &layout)
+}
+
+/// The migration version of a counter table's index of unsettled rows: `slottedy` and the
+/// hash of its table's version, after every counter table's (`y` sorts after every hex digit)
+/// and before the triggers' (`slottedz`).
+fn unsettled_version(spec: &CounterSpec) -> String {
+    let hash =
+        crate::table::stable_hash(format!("{}/unsettled", migration_version(spec)).as_bytes());
+    format!("slottedy{hash:016x}")
+}
+
+/// The name of a counter table's index of unsettled rows: `<table>_unsettled`, or, past the
+/// identifier lengths of MySQL (64) and PostgreSQL (63), a hash of it.
+pub(crate) fn unsettled_index(table: &str) -> String {
+    let name = format!("{table}_unsettled");
+    if name.len() <= 60 {
+        name
+    } else {
+        format!(
+            "slotted_unsettled_{:016x}",
+            crate::table::stable_hash(table.as_bytes())
+        )
+    }
+}
+
+/// The index of a counter table's unsettled rows, by which a pass finds the records written
+/// since the last one (see `sql::SETTLED_SLOT`). PostgreSQL and SQLite: a partial index of the
+/// rows outside the settled slot, by key; a write that updates a row's count leaves it as it
+/// is (on PostgreSQL still a HOT update). MySQL, which has no partial index: by slot, then key,
+/// so the rows outside the settled slot are one range of it.
+pub fn unsettled_up_sql(spec: &CounterSpec, dialect: Dialect) -> String {
+    let q = |ident: &str| quote(dialect, ident);
+    let mut key = Vec::new();
+    if matches!(spec.storage, Storage::Shared { .. }) {
+        key.push(q("record_type"));
+    }
+    key.extend(spec.key_columns().iter().map(|column| q(column)));
+    if spec.bucket.is_some() {
+        key.push(q("bucket"));
+    }
+    let (table, index) = (q(spec.table), q(&unsettled_index(spec.table)));
+    let slot = q("slot");
+    let how = match dialect {
+        Dialect::Mysql => format!("({slot}, {})", key.join(", ")),
+        Dialect::Postgres | Dialect::Sqlite => format!("({}) WHERE {slot} >= 0", key.join(", ")),
+    };
+    format!(
+        "-- slotted: the rows written since their record's last compaction, for the passes that \
+         follow the changes.\nCREATE INDEX {index} ON {table} {how};\n"
+    )
+}
+
+/// The `DROP INDEX` of [`unsettled_up_sql`].
+pub fn unsettled_down_sql(spec: &CounterSpec, dialect: Dialect) -> String {
+    let index = quote(dialect, &unsettled_index(spec.table));
+    match dialect {
+        Dialect::Mysql => format!("DROP INDEX {index} ON {};\n", quote(dialect, spec.table)),
+        Dialect::Postgres | Dialect::Sqlite => format!("DROP INDEX {index};\n"),
+    }
 }
 
 fn hashed_version(table: &str, layout: &str) -> String {

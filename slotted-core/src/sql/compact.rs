@@ -15,7 +15,8 @@ use crate::key::RawKey;
 /// PostgreSQL's compaction of one batch in one statement: the rows of `scope` no other
 /// transaction holds are locked in key order (`FOR UPDATE SKIP LOCKED`, at their latest values)
 /// and summed per (record, bucket) exactly (`SUM` of `BIGINT` is `NUMERIC`); each group's
-/// lowest slot row takes the sum and the group's other locked rows are deleted (all of them
+/// lowest slot row takes the sum, moved into the settled slot (-1, the lowest: the row of an
+/// earlier compaction, when there is one), and the group's other locked rows are deleted (all of them
 /// when the sum is 0). A record with a group whose sum leaves `BIGINT` keeps all its rows, and
 /// is named in the statement's rows. Nothing is inserted, and only locked rows are written: the
 /// `DELETE` and `UPDATE` find them by key through the statement's snapshot and, where a writer
@@ -121,15 +122,20 @@ impl<DB: CounterBackend> QueryFragment<DB> for CompactInPlace<'_> {
         out.push_identifier(spec.table)?;
         out.push_sql(" SET ");
         out.push_identifier(COUNT)?;
-        out.push_sql(" = CAST(slotted_g.total AS BIGINT) FROM ");
+        out.push_sql(" = CAST(slotted_g.total AS BIGINT), ");
+        out.push_identifier(SLOT)?;
+        out.push_sql(" = -1 FROM ");
         out.push_sql(GOOD);
         out.push_sql(" slotted_g WHERE ");
         same_row(&mut out, "slotted_g")?;
-        // A group of one row holds its sum already: not rewritten. Never a test of the row's
-        // `count` here: it is read as the snapshot saw it, and a row that a writer changed
-        // before the lock and that the test filtered out would be skipped, not rechecked at its
-        // locked version (the sum would lose the other rows the `DELETE` removes).
-        out.push_sql(" AND slotted_g.total <> 0 AND slotted_g.n > 1) ");
+        // A group of one row in the settled slot holds its sum already: not rewritten. Never a
+        // test of the row's `count` here: it is read as the snapshot saw it, and a row that a
+        // writer changed before the lock and that the test filtered out would be skipped, not
+        // rechecked at its locked version (the sum would lose the other rows the `DELETE`
+        // removes).
+        out.push_sql(" AND slotted_g.total <> 0 AND (slotted_g.n > 1 OR slotted_g.");
+        out.push_identifier(SLOT)?;
+        out.push_sql(" <> -1)) ");
         // One row: what was folded; and, beside it, each record left whole (a group of its
         // locked rows whose sum leaves BIGINT: the first such group's sum), one row each.
         out.push_sql(

@@ -43,6 +43,8 @@ pub(crate) enum RowsQuery<'a> {
     /// (PostgreSQL, MySQL), with `skip_locked` only the rows no other transaction holds
     /// (PostgreSQL 9.5, MariaDB 10.6, MySQL 8.0 and later).
     Lock { scope: Scope<'a>, skip_locked: bool },
+    /// The same `SELECT` with no lock: a consistent read, which waits for no writer.
+    Read(Scope<'a>),
     /// `DELETE … RETURNING …`: exactly the rows deleted, at their latest values (SQLite).
     DeleteReturning(Scope<'a>),
 }
@@ -63,7 +65,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for Rows<'_> {
             out.push_identifier(COUNT)
         };
         match &self.0 {
-            RowsQuery::Lock { scope, skip_locked } => {
+            RowsQuery::Lock { scope, .. } | RowsQuery::Read(scope) => {
                 out.push_sql("SELECT ");
                 push_row(&mut out, scope.spec)?;
                 out.push_sql(" FROM ");
@@ -77,9 +79,11 @@ impl<DB: CounterBackend> QueryFragment<DB> for Rows<'_> {
                 }
                 out.push_sql(", ");
                 out.push_identifier(SLOT)?;
-                out.push_sql(" FOR UPDATE");
-                if *skip_locked {
-                    out.push_sql(" SKIP LOCKED");
+                if let RowsQuery::Lock { skip_locked, .. } = &self.0 {
+                    out.push_sql(" FOR UPDATE");
+                    if *skip_locked {
+                        out.push_sql(" SKIP LOCKED");
+                    }
                 }
             }
             RowsQuery::DeleteReturning(scope) => {

@@ -44,6 +44,11 @@ pub(crate) const RECORD_TYPE: &str = "record_type";
 pub(crate) const RECORD_ID: &str = KEY_COLUMNS[0];
 pub(crate) const BUCKET: &str = "bucket";
 pub(crate) const SLOT: &str = "slot";
+/// The slot compaction folds a record's rows into, which no writer writes: a record whose rows
+/// are all in it has had nothing written since its last compaction (a pass of the maintainer
+/// finds the records written since the last one by their rows in other slots, through the index
+/// of unsettled rows).
+pub(crate) const SETTLED_SLOT: i16 = -1;
 pub(crate) const COUNT: &str = "count";
 /// The alias of a `SUM` read back by name.
 pub(crate) const TOTAL: &str = "slotted_total";

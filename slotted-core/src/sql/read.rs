@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::QueryResult;
 
-use super::{push_columns, push_key_after, statement, ByText, Scope, BUCKET, COUNT, TOTAL};
+use super::{push_columns, push_key_after, statement, ByText, Scope, BUCKET, COUNT, SLOT, TOTAL};
 use crate::dialect::{CounterBackend, Dialect};
 use crate::key::KeyValue;
 use crate::table::{CacheSpec, CounterSpec};
@@ -87,12 +87,16 @@ impl<DB: CounterBackend> QueryFragment<DB> for SumMany<'_> {
 /// compaction (`Compactable`), or of the model's table (`Parent`, for cache roll-ups).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum KeyPage<'a> {
-    /// `all`: every record with rows in the scope, not only those with several rows or a 0.
+    /// `all`: every record with rows in the scope, not only those with several rows, a 0 or
+    /// a row outside the settled slot. `unsettled`: the records with rows outside the settled
+    /// slot (written since their last compaction), found through the index of unsettled rows,
+    /// at a cost that follows their number, not the table's.
     Compactable {
         scope: Scope<'a>,
         after: Option<KeyValue<'a>>,
         limit: i64,
         all: bool,
+        unsettled: bool,
     },
     Parent {
         spec: &'a CounterSpec,
@@ -125,15 +129,30 @@ impl<DB: CounterBackend> QueryFragment<DB> for Keys<'_> {
                 scope,
                 after,
                 limit,
+                unsettled,
                 ..
             } => {
-                // Records whose rows can shrink: several slots, or a zero count.
+                // Records whose rows can shrink: several slots, a zero count, a row outside
+                // the settled slot.
                 let columns = scope.spec.key_columns();
                 out.push_sql("SELECT ");
                 push_columns(&mut out, columns, None)?;
                 out.push_sql(" FROM ");
                 out.push_identifier(scope.spec.table)?;
+                if *unsettled && DB::DIALECT == Dialect::Mysql {
+                    // MySQL would rather scan the primary key in the order asked for.
+                    out.push_sql(" FORCE INDEX (");
+                    out.push_identifier(&crate::migration::unsettled_index(scope.spec.table))?;
+                    out.push_sql(")");
+                }
                 scope.push_where(&mut out)?;
+                if *unsettled {
+                    // The partial index's condition, word for word (PostgreSQL and SQLite
+                    // use such an index only for a query that implies it).
+                    out.push_sql(" AND ");
+                    out.push_identifier(SLOT)?;
+                    out.push_sql(" >= 0");
+                }
                 (columns, after, limit)
             }
             KeyPage::Parent {
@@ -164,7 +183,14 @@ impl<DB: CounterBackend> QueryFragment<DB> for Keys<'_> {
             out.push_sql(" AND ");
             push_key_after(&mut out, columns, after)?;
         }
-        if let KeyPage::Compactable { scope, all, .. } = &self.0 {
+        if let KeyPage::Compactable {
+            scope,
+            all,
+            unsettled,
+            ..
+        } = &self.0
+        {
+            let all = *all || *unsettled;
             out.push_sql(" GROUP BY ");
             push_columns(&mut out, columns, None)?;
             if scope.spec.bucket.is_some() && !all {
@@ -176,7 +202,10 @@ impl<DB: CounterBackend> QueryFragment<DB> for Keys<'_> {
                 // whole query when one record's rows add up past i64.
                 out.push_sql(" HAVING COUNT(*) > 1 OR MIN(");
                 out.push_identifier(COUNT)?;
-                out.push_sql(") = 0");
+                out.push_sql(") = 0 OR MAX(");
+                out.push_identifier(SLOT)?;
+                // A record's one row in a writer's slot: folded into the settled slot.
+                out.push_sql(") >= 0");
             }
         }
         out.push_sql(" ORDER BY ");
@@ -220,6 +249,7 @@ mod tests {
             after: Some(after),
             limit: 10,
             all: true,
+            unsettled: false,
         };
         assert_eq!(
             text(Keys(page)),
@@ -241,6 +271,7 @@ mod tests {
             after: Some(key),
             limit: 10,
             all: true,
+            unsettled: false,
         };
         assert_eq!(
             text(Keys(page)),

@@ -53,10 +53,11 @@ pub enum Work {
 }
 
 impl Work {
-    /// The maintenance call it is, as its trace span names it.
-    fn op(self) -> &'static str {
+    /// The maintenance call it is, as its trace span names it (`full`: in a full pass).
+    fn op(self, full: bool) -> &'static str {
         match self {
-            Work::Compact => "compact_all",
+            Work::Compact if full => "compact_all",
+            Work::Compact => "maintain_changed",
             Work::RollUp => "refresh_cache_all",
             Work::Verify { .. } => "verify_follow_all",
             Work::Absorb => "absorb_all",
@@ -78,14 +79,29 @@ impl Work {
     }
 
     /// The job of `T`, on any face, in batches of `batch` records, inside the span of its call
-    /// (whose fields its report records, as the call's own would).
-    async fn run<T: CounterTable, E: Exec>(self, exec: &mut E, batch: usize) -> Result<Outcome> {
+    /// (whose fields its report records, as the call's own would). `full`: a full pass, over
+    /// every record; otherwise compaction and roll-up take only the records written since the
+    /// last pass.
+    async fn run<T: CounterTable, E: Exec>(
+        self,
+        exec: &mut E,
+        batch: usize,
+        full: bool,
+    ) -> Result<Outcome> {
         use crate::trace::Report as _;
         Ok(match self {
-            Work::Compact => {
+            Work::Compact if full => {
                 let report = compact_all::<T, _>(exec, batch).await?;
                 report.report();
                 Outcome::done(format!("{} records compacted", report.records))
+            }
+            Work::Compact => {
+                let report = maintain_changed::<T, _>(exec, batch).await?;
+                report.report();
+                Outcome::done(format!(
+                    "{} records written since the last pass compacted, {} cached rows updated",
+                    report.compaction.records, report.refresh.updated
+                ))
             }
             Work::RollUp => {
                 let report = refresh_all::<T, _>(exec, batch).await?;
@@ -138,6 +154,15 @@ impl Work {
     }
 }
 
+/// What one run of a job is given: its kind, its batch, and whether the pass is a full one.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct JobArgs {
+    work: Work,
+    batch: usize,
+    full: bool,
+}
+
 mod sealed {
     pub trait Sealed {}
 }
@@ -161,9 +186,11 @@ struct Job<R> {
 }
 
 impl<R> Job<R> {
-    /// Run at every pass (`false`: at the verify interval).
+    /// Run at every pass (`false`: at the verify interval, with the full passes). The
+    /// roll-up of every record runs with the full passes only: the passes between roll up the
+    /// records they compact.
     fn every_pass(&self) -> bool {
-        !matches!(self.work, Work::Verify { .. })
+        !matches!(self.work, Work::Verify { .. } | Work::RollUp)
     }
 }
 
@@ -401,8 +428,7 @@ trait Driver {
     fn run(
         &mut self,
         run: Self::Run,
-        work: Work,
-        batch: usize,
+        job: JobArgs,
         wait: Duration,
     ) -> BoxFuture<'_, Result<Outcome>>;
     /// Waits `pause`, or less when stopped. Whether it was stopped.
@@ -469,7 +495,12 @@ async fn run_passes<D: Driver>(
             if !job.every_pass() && !verify {
                 continue;
             }
-            let outcome = driver.run(job.run, job.work, config.batch, wait).await;
+            let args = JobArgs {
+                work: job.work,
+                batch: config.batch,
+                full: verify,
+            };
+            let outcome = driver.run(job.run, args, wait).await;
             if outcome.is_err() {
                 errors += 1;
             }

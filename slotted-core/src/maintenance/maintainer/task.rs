@@ -23,13 +23,19 @@ pub struct OnTask;
 impl sealed::Sealed for OnTask {}
 
 impl<P: AsyncConnectionPool> Face<P> for OnTask {
-    type Run = for<'c> fn(&'c mut P::Connection, Work, usize) -> BoxFuture<'c, Result<Outcome>>;
+    type Run = for<'c> fn(&'c mut P::Connection, JobArgs) -> BoxFuture<'c, Result<Outcome>>;
 
     fn run_of<T: CounterTable>() -> Self::Run {
-        |conn, work, batch| {
-            Box::pin(calls::table_call_async::<T, _>(work.op(), async move {
-                work.run::<T, _>(&mut AsyncExec(conn), batch).await
-            }))
+        |conn, args| {
+            Box::pin(calls::table_call_async::<T, _>(
+                args.work.op(args.full),
+                async move {
+                    let mut exec = AsyncExec(conn);
+                    args.work
+                        .run::<T, _>(&mut exec, args.batch, args.full)
+                        .await
+                },
+            ))
         }
     }
 }
@@ -187,20 +193,19 @@ impl<P: AsyncConnectionPool> Driver for Tasked<P> {
     fn run(
         &mut self,
         run: Self::Run,
-        work: Work,
-        batch: usize,
+        job: JobArgs,
         wait: Duration,
     ) -> BoxFuture<'_, Result<Outcome>> {
         Box::pin(async move {
             if let Some(conn) = self.lease.conn.as_deref_mut() {
                 // Cut off here, the lease's own guard marks its connection broken.
-                return Caught(run(conn, work, batch)).await;
+                return Caught(run(conn, job)).await;
             }
             let mut lent = Lent {
                 conn: connection(&self.pool, wait).await?,
                 done: false,
             };
-            let outcome = Caught(run(&mut lent.conn, work, batch)).await;
+            let outcome = Caught(run(&mut lent.conn, job)).await;
             lent.done = true;
             outcome
         })

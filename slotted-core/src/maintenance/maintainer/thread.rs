@@ -19,12 +19,12 @@ pub struct OnThread;
 impl sealed::Sealed for OnThread {}
 
 impl<P: ConnectionPool> Face<P> for OnThread {
-    type Run = fn(&mut P::Connection, Work, usize) -> Result<Outcome>;
+    type Run = fn(&mut P::Connection, JobArgs) -> Result<Outcome>;
 
     fn run_of<T: CounterTable>() -> Self::Run {
-        |conn, work, batch| {
-            calls::table_call::<T, _, _>(work.op(), conn, |exec| {
-                run_now(work.run::<T, _>(exec, batch))
+        |conn, args| {
+            calls::table_call::<T, _, _>(args.work.op(args.full), conn, |exec| {
+                run_now(args.work.run::<T, _>(exec, args.batch, args.full))
             })
         }
     }
@@ -177,16 +177,15 @@ impl<P: ConnectionPool> Driver for Threaded<P> {
     fn run(
         &mut self,
         run: Self::Run,
-        work: Work,
-        batch: usize,
+        job: JobArgs,
         wait: Duration,
     ) -> BoxFuture<'_, Result<Outcome>> {
         let outcome = match self.lease.conn.as_deref_mut() {
-            Some(conn) => run_caught(run, conn, work, batch),
+            Some(conn) => run_caught(run, conn, job),
             None => self
                 .pool
                 .connection_within(wait)
-                .and_then(|mut conn| run_caught(run, &mut conn, work, batch)),
+                .and_then(|mut conn| run_caught(run, &mut conn, job)),
         };
         Box::pin(std::future::ready(outcome))
     }
@@ -240,12 +239,11 @@ impl<P: ConnectionPool> Threaded<P> {
 /// A job's run, a panic in it reported as its error: the thread, and with it the lease, lives
 /// on (the lease's guard gives the lock back if the thread ever unwinds anyway).
 fn run_caught<C>(
-    run: fn(&mut C, Work, usize) -> Result<Outcome>,
+    run: fn(&mut C, JobArgs) -> Result<Outcome>,
     conn: &mut C,
-    work: Work,
-    batch: usize,
+    job: JobArgs,
 ) -> Result<Outcome> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(conn, work, batch)))
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(conn, job)))
         .unwrap_or_else(|payload| Err(panicked(payload)))
 }
 
