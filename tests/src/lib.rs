@@ -190,6 +190,18 @@ pub mod lifecycle {
         }
     }
 
+    /// Article `id`'s cached likes (`articles.likes_count`).
+    pub fn cached_likes<C: TestConnection>(conn: &mut C, id: i64) -> i64 {
+        conn.query_i64(&format!(
+            "SELECT CAST(likes_count AS {}) AS n FROM articles WHERE id = {id}",
+            if C::NAME == "mysql" {
+                "SIGNED"
+            } else {
+                "BIGINT"
+            }
+        ))
+    }
+
     /// The writers' acknowledged increments, added up per record.
     pub fn sum_acked(writers: impl IntoIterator<Item = Vec<i64>>) -> Vec<i64> {
         let mut sum: Vec<i64> = Vec::new();

@@ -983,17 +983,6 @@ fn maintenance_converges_beside_business_transactions<C: TestConnection>(test: &
     }
 }
 
-fn cached_likes<C: TestConnection>(conn: &mut C, id: i32) -> i64 {
-    conn.query_i64(&format!(
-        "SELECT CAST(likes_count AS {}) AS n FROM articles WHERE id = {id}",
-        if C::NAME == "mysql" {
-            "SIGNED"
-        } else {
-            "BIGINT"
-        }
-    ))
-}
-
 /// `maintain_changed`: the counter migrations create the index of unsettled rows; a pass
 /// compacts and rolls up exactly the records written since the last one (all 2,000 the first
 /// time, none the second, the 3 written and the 1 set the third), into the settled slot, and

@@ -59,17 +59,6 @@ fn until_read<T: PartialEq + std::fmt::Debug>(
     }
 }
 
-fn cached<C: TestConnection>(conn: &mut C, id: i32) -> i64 {
-    conn.query_i64(&format!(
-        "SELECT CAST(likes_count AS {}) AS n FROM articles WHERE id = {id}",
-        if C::NAME == "mysql" {
-            "SIGNED"
-        } else {
-            "BIGINT"
-        }
-    ))
-}
-
 fn a_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers<
     C: TestConnection + R2D2Connection,
 >(
@@ -129,7 +118,7 @@ fn a_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers<
     // Within the bound (and a pass), the cached column holds every acknowledged write.
     until_read(10, &|| "the cache".into(), acked[1..].to_vec(), || {
         (1..=4)
-            .map(|id| cached(&mut conn, id))
+            .map(|id| cached_likes(&mut conn, id))
             .collect::<Vec<i64>>()
     });
     let report = maintainer.stop(Duration::from_secs(10));
@@ -203,7 +192,7 @@ fn two_maintainers_of_one_database_share_the_work<C: TestConnection + R2D2Connec
     });
     Article::likes_of(1).add(5, &mut conn).unwrap();
     until_read(10, &|| format!("{:?}", second.report()), 12, || {
-        cached(&mut conn, 1)
+        cached_likes(&mut conn, 1)
     });
     let report = second.stop(Duration::from_secs(10));
     assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
@@ -397,7 +386,7 @@ fn a_second_process_takes_over_when_the_first_is_killed<C: TestConnection + R2D2
     // The child's maintainer holds the lease, and rolls up.
     Article::likes_of(1).add(4, &mut conn).unwrap();
     until_read(30, &|| "the child's maintainer rolls up".into(), 4, || {
-        cached(&mut conn, 1)
+        cached_likes(&mut conn, 1)
     });
     let here = Maintainer::builder(pool::<C>(&db.url, 2))
         .counter::<articles_likes_slots::table>()
@@ -418,7 +407,7 @@ fn a_second_process_takes_over_when_the_first_is_killed<C: TestConnection + R2D2
     });
     Article::likes_of(1).add(3, &mut conn).unwrap();
     until_read(10, &|| format!("{:?}", here.report()), 7, || {
-        cached(&mut conn, 1)
+        cached_likes(&mut conn, 1)
     });
     let report = here.stop(Duration::from_secs(10));
     assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
@@ -478,5 +467,5 @@ fn a_maintainer_killed_mid_pass_loses_nothing<C: TestConnection + R2D2Connection
     assert_eq!(report.errors, 0, "{report:?}");
     assert_eq!(rows(&mut conn), RECORDS);
     check(&mut conn, "after a fresh pass");
-    assert_eq!(cached(&mut conn, 7), 70, "and the roll-up");
+    assert_eq!(cached_likes(&mut conn, 7), 70, "and the roll-up");
 }

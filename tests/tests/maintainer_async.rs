@@ -32,17 +32,6 @@ fn setup<A: AsyncTestConnection>(test: &str) -> Option<(TestDb, A::Sync)> {
     Some((db, conn))
 }
 
-fn cached<C: TestConnection>(conn: &mut C, id: i64) -> i64 {
-    conn.query_i64(&format!(
-        "SELECT CAST(likes_count AS {}) AS n FROM articles WHERE id = {id}",
-        if C::NAME == "mysql" {
-            "SIGNED"
-        } else {
-            "BIGINT"
-        }
-    ))
-}
-
 /// Waits up to 10 s (without blocking the runtime) for `ok` of the report.
 async fn until(
     what: &str,
@@ -110,7 +99,7 @@ async fn an_async_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers<
     // Within the bound (and a pass), the cached column holds every acknowledged write.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let seen: Vec<i64> = (1..=4).map(|id| cached(&mut check, id)).collect();
+        let seen: Vec<i64> = (1..=4).map(|id| cached_likes(&mut check, id)).collect();
         if seen[..] == acked[1..] {
             break;
         }
@@ -249,7 +238,7 @@ where
     assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
     assert_eq!(rows(&mut check), RECORDS);
     exact(&mut check, "after a full pass");
-    assert_eq!(cached(&mut check, 7), 70, "and the roll-up");
+    assert_eq!(cached_likes(&mut check, 7), 70, "and the roll-up");
 }
 
 /// A sync maintainer (r2d2) and an async one (bb8) of the same counters hold one lease: the
@@ -301,7 +290,7 @@ where
     .await;
     Article::likes_of(1).add(5, &mut check).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while cached(&mut check, 1) != 12 {
+    while cached_likes(&mut check, 1) != 12 {
         assert!(Instant::now() < deadline, "{:?}", second.report());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

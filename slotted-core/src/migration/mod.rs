@@ -260,20 +260,6 @@ fn unsettled_version(spec: &CounterSpec) -> String {
     format!("slottedy{hash:016x}")
 }
 
-/// The name of a counter table's index of unsettled rows: `<table>_unsettled`, or, past the
-/// identifier lengths of MySQL (64) and PostgreSQL (63), a hash of it.
-pub(crate) fn unsettled_index(table: &str) -> String {
-    let name = format!("{table}_unsettled");
-    if name.len() <= 60 {
-        name
-    } else {
-        format!(
-            "slotted_unsettled_{:016x}",
-            crate::table::stable_hash(table.as_bytes())
-        )
-    }
-}
-
 /// The index of a counter table's unsettled rows, by which a pass finds the records written
 /// since the last one (see `sql::SETTLED_SLOT`). PostgreSQL and SQLite: a partial index of the
 /// rows outside the settled slot, by key; a write that updates a row's count leaves it as it
@@ -289,7 +275,7 @@ pub fn unsettled_up_sql(spec: &CounterSpec, dialect: Dialect) -> String {
     if spec.bucket.is_some() {
         key.push(q("bucket"));
     }
-    let (table, index) = (q(spec.table), q(&unsettled_index(spec.table)));
+    let (table, index) = (q(spec.table), q(&crate::sql::unsettled_index(spec.table)));
     let slot = q("slot");
     let how = match dialect {
         Dialect::Mysql => format!("({slot}, {})", key.join(", ")),
@@ -303,7 +289,7 @@ pub fn unsettled_up_sql(spec: &CounterSpec, dialect: Dialect) -> String {
 
 /// The `DROP INDEX` of [`unsettled_up_sql`].
 pub fn unsettled_down_sql(spec: &CounterSpec, dialect: Dialect) -> String {
-    let index = quote(dialect, &unsettled_index(spec.table));
+    let index = quote(dialect, &crate::sql::unsettled_index(spec.table));
     match dialect {
         Dialect::Mysql => format!("DROP INDEX {index} ON {};\n", quote(dialect, spec.table)),
         Dialect::Postgres | Dialect::Sqlite => format!("DROP INDEX {index};\n"),

@@ -49,6 +49,21 @@ pub(crate) const SLOT: &str = "slot";
 /// finds the records written since the last one by their rows in other slots, through the index
 /// of unsettled rows).
 pub(crate) const SETTLED_SLOT: i16 = -1;
+
+/// The name of a counter table's index of unsettled rows: `<table>_unsettled`, or, past the
+/// identifier lengths of MySQL (64) and PostgreSQL (63), a hash of it.
+pub(crate) fn unsettled_index(table: &str) -> String {
+    let name = format!("{table}_unsettled");
+    if name.len() <= 60 {
+        name
+    } else {
+        format!(
+            "slotted_unsettled_{:016x}",
+            crate::table::stable_hash(table.as_bytes())
+        )
+    }
+}
+
 pub(crate) const COUNT: &str = "count";
 /// The alias of a `SUM` read back by name.
 pub(crate) const TOTAL: &str = "slotted_total";

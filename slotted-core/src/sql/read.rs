@@ -142,7 +142,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for Keys<'_> {
                 if *unsettled && DB::DIALECT == Dialect::Mysql {
                     // MySQL would rather scan the primary key in the order asked for.
                     out.push_sql(" FORCE INDEX (");
-                    out.push_identifier(&crate::migration::unsettled_index(scope.spec.table))?;
+                    out.push_identifier(&super::unsettled_index(scope.spec.table))?;
                     out.push_sql(")");
                 }
                 scope.push_where(&mut out)?;

@@ -208,6 +208,7 @@ struct Config {
     freshness: Duration,
     verify_every: Duration,
     batch: usize,
+    full_pass_at_start: bool,
 }
 
 impl<P, F: Face<P>> MaintainerBuilder<P, F> {
@@ -219,6 +220,7 @@ impl<P, F: Face<P>> MaintainerBuilder<P, F> {
                 freshness: Duration::from_secs(1),
                 verify_every: Duration::from_secs(600),
                 batch: MAINTENANCE_BATCH,
+                full_pass_at_start: true,
             },
         }
     }
@@ -285,6 +287,16 @@ impl<P, F: Face<P>> MaintainerBuilder<P, F> {
     /// and every child row, so it is far costlier than a pass.
     pub fn verify_every(mut self, interval: Duration) -> Self {
         self.config.verify_every = interval;
+        self
+    }
+
+    /// Whether the first pass is a full one (the default): compaction and roll-up of every
+    /// record, and the verify jobs, as at each verify interval. A new cached column gets every
+    /// record's total at once. A deployment that restarts its processes often, whose cached
+    /// columns are rolled up already, can start with passes over what was written since
+    /// (`false`): its first full pass then comes one verify interval after the start.
+    pub fn full_pass_at_start(mut self, full: bool) -> Self {
+        self.config.full_pass_at_start = full;
         self
     }
 
@@ -449,7 +461,9 @@ async fn run_passes<D: Driver>(
     let wait = bound.max(Duration::from_millis(100));
     let key = lease_key(jobs);
     let mut last_start: Option<Instant> = None;
-    let mut last_verify: Option<Instant> = None;
+    // The last full pass (with the verify jobs): none yet, or, without a full pass at the
+    // start, the start.
+    let mut last_full: Option<Instant> = (!config.full_pass_at_start).then(Instant::now);
     let mut failing: u32 = 0;
     let mut failing_lease: u32 = 0;
     while !shared.stopping() {
@@ -486,7 +500,7 @@ async fn run_passes<D: Driver>(
             continue;
         }
         let start = Instant::now();
-        let verify = last_verify.is_none_or(|at| at.elapsed() >= config.verify_every);
+        let verify = last_full.is_none_or(|at| at.elapsed() >= config.verify_every);
         let mut errors = 0;
         for (index, job) in jobs.iter().enumerate() {
             if shared.stopping() {
@@ -510,7 +524,7 @@ async fn run_passes<D: Driver>(
             break;
         }
         if verify {
-            last_verify = Some(start);
+            last_full = Some(start);
         }
         let end = Instant::now();
         let staleness = end.duration_since(last_start.unwrap_or(start));
