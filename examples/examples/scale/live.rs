@@ -114,13 +114,26 @@ pub fn drop<C: Server>(conn: &mut C, made_claims: bool) -> Result<(), BoxError> 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Off,
+    /// The maintainer's first window (`--maintainer`): it runs, working off what the writers
+    /// wrote while it did not; not compared.
+    Warm,
     Slotted,
     ByHand,
 }
 
 impl Kind {
-    /// Window `w` of off, slotted, off, by hand, …, off.
-    fn of(w: usize) -> Kind {
+    /// Window `w` of off, slotted, off, by hand, …, off; with the maintainer, of off, warm-up,
+    /// slotted, off, by hand, …, off (the maintainer runs through its warm-up and slotted
+    /// windows, so that the slotted ones measure it in its steady state).
+    fn of(w: usize, maintainer: bool) -> Kind {
+        if maintainer {
+            return match w % 5 {
+                1 => Kind::Warm,
+                2 => Kind::Slotted,
+                4 => Kind::ByHand,
+                _ => Kind::Off,
+            };
+        }
         match w % 4 {
             1 => Kind::Slotted,
             3 => Kind::ByHand,
@@ -131,6 +144,7 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Off => "off",
+            Kind::Warm => "warm-up",
             Kind::Slotted => "slotted",
             Kind::ByHand => "by hand",
         }
@@ -175,7 +189,9 @@ pub fn run<C: Server + Send>(
     }
     let hits_before = conn.sum("scale_live_hits_slots")?;
     let daily_before = conn.sum("scale_live_daily_slots")?;
-    let windows = 4 * live.rounds + 1;
+    let with_maintainer = live.maintainer.is_some();
+    let kind_of = |w: usize| Kind::of(w, with_maintainer);
+    let windows = if with_maintainer { 5 } else { 4 } * live.rounds + 1;
     let warmup = live.window / 2;
     let started = Instant::now() + warmup;
     let end = started + live.window * windows as u32;
@@ -228,13 +244,13 @@ pub fn run<C: Server + Send>(
         threads.push(s.spawn(move || -> Result<(), BoxError> {
             let mut conn = C::establish(url)?;
             while Instant::now() < end && !stop.load(Ordering::Relaxed) {
-                let kind = window_of(Instant::now()).map_or(Kind::Off, Kind::of);
+                let kind = window_of(Instant::now()).map_or(Kind::Off, kind_of);
                 if kind == Kind::Off {
                     std::thread::sleep(Duration::from_millis(5));
                     continue;
                 }
                 let cutoff = SystemTime::now() - Duration::from_secs(30 * 86_400);
-                if let (Kind::Slotted, Some(bound)) = (kind, live.maintainer) {
+                if let (Kind::Warm | Kind::Slotted, Some(bound)) = (kind, live.maintainer) {
                     // The maintainer for the whole window, then stopped.
                     let pool = diesel::r2d2::Pool::builder()
                         .max_size(2)
@@ -252,17 +268,38 @@ pub fn run<C: Server + Send>(
                         // caches were rolled up when the table was filled.
                         .full_pass_at_start(false)
                         .start()?;
-                    while window_of(Instant::now()).map(Kind::of) == Some(Kind::Slotted) {
+                    // In the slotted window only: its passes, those over the bound, and the
+                    // largest staleness of a pass that ended in it.
+                    let mut at_slotted: Option<slotted_core::maintenance::MaintainerReport> = None;
+                    let mut worst_in_window = Duration::ZERO;
+                    loop {
+                        match window_of(Instant::now()).map(kind_of) {
+                            Some(Kind::Warm) => {}
+                            Some(Kind::Slotted) => {
+                                let now = maintainer.report();
+                                match &at_slotted {
+                                    None => at_slotted = Some(now),
+                                    Some(start) if now.passes > start.passes => {
+                                        worst_in_window =
+                                            worst_in_window.max(now.staleness.unwrap_or_default());
+                                    }
+                                    Some(_) => {}
+                                }
+                            }
+                            _ => break,
+                        }
                         std::thread::sleep(Duration::from_millis(5));
                     }
                     let report = maintainer.stop(Duration::from_secs(30));
                     if let Some(error) = &report.last_error {
                         return Err(format!("the maintainer: {error}").into());
                     }
-                    passes[0].fetch_add(report.passes, Ordering::Relaxed);
+                    let start = at_slotted.unwrap_or_default();
+                    passes[0].fetch_add(report.passes - start.passes, Ordering::Relaxed);
                     let mut worst = maintainer_worst.lock().expect("one thread");
-                    *worst = (*worst).max(report.worst_staleness.unwrap_or_default());
-                    *maintainer_over.lock().expect("one thread") += report.passes_over_bound;
+                    *worst = (*worst).max(worst_in_window);
+                    *maintainer_over.lock().expect("one thread") +=
+                        report.passes_over_bound - start.passes_over_bound;
                     continue;
                 }
                 if kind == Kind::ByHand {
@@ -270,7 +307,7 @@ pub fn run<C: Server + Send>(
                     let batch = MAINTENANCE_BATCH as i64;
                     let mut low = 1;
                     while low <= i64::from(live.records)
-                        && window_of(Instant::now()).map(Kind::of) == Some(Kind::ByHand)
+                        && window_of(Instant::now()).map(kind_of) == Some(Kind::ByHand)
                     {
                         conn.maintain_by_hand(low, low + batch - 1, cutoff)?;
                         low += batch;
@@ -331,7 +368,7 @@ pub fn run<C: Server + Send>(
             let mut l = l.into_inner().expect("the writers are done");
             l.sort_unstable();
             Window {
-                kind: Kind::of(w),
+                kind: kind_of(w),
                 committed: l.len() as u64,
                 p99: quantile(&l, 0.99),
                 p50: quantile(&l, 0.5),
@@ -342,9 +379,9 @@ pub fn run<C: Server + Send>(
     let slotted_runs = match live.maintainer {
         Some(bound) => format!(
             "the maintainer (freshness bound {bound:?}: each pass compacts and rolls up the \
-             records written since the last; retention 30 days; started anew each window, \
-             full_pass_at_start(false)), {} passes, worst staleness {:?}, {} passes over the \
-             bound",
+             records written since the last; retention 30 days; started at each warm-up window \
+             with full_pass_at_start(false), stopped after the slotted window that follows); \
+             in the slotted windows: {} passes, worst staleness {:?}, {} passes over the bound",
             passes[0].load(Ordering::Relaxed),
             maintainer_worst.into_inner().expect("the threads are done"),
             maintainer_over.into_inner().expect("the threads are done"),
@@ -357,7 +394,7 @@ pub fn run<C: Server + Send>(
     };
     let mut out = format!(
         "{} records, {} writers, business transaction: `hits` and `daily` of one Zipf-chosen record, \
-         {:?} held open, through the retry helper; windows of {:?}: off, slotted, off, by hand, …, off\n\
+         {:?} held open, through the retry helper; windows of {:?}: off, {}slotted, off, by hand, …, off\n\
          slotted's maintenance, {slotted_runs}; by hand, looping over batches of \
          {MAINTENANCE_BATCH}: the plain-SQL fold, roll-up and retention DELETE \
          (Server::maintain_by_hand), {} passes\n\
@@ -367,6 +404,7 @@ pub fn run<C: Server + Send>(
         live.writers,
         live.hold,
         live.window,
+        if with_maintainer { "warm-up, " } else { "" },
         passes[1].load(Ordering::Relaxed),
     );
     for (w, f) in figures.iter().enumerate() {
@@ -382,8 +420,20 @@ pub fn run<C: Server + Send>(
     // Each maintenance window against the mean of the off windows on either side.
     let mut ratios: Vec<(Kind, f64, f64)> = Vec::new();
     out += "\n| window | maintenance | tx/s × off | p99 × off |\n|---|---|---|---|\n";
-    for w in (1..windows).step_by(2) {
-        let (before, after, on) = (&figures[w - 1], &figures[w + 1], &figures[w]);
+    for w in (1..windows).filter(|&w| matches!(figures[w].kind, Kind::Slotted | Kind::ByHand)) {
+        // The nearest off windows on either side.
+        let off = |mut i: usize, step: isize| loop {
+            i = i.checked_add_signed(step)?;
+            match figures.get(i) {
+                Some(f) if f.kind == Kind::Off => break Some(f),
+                Some(_) => {}
+                None => break None,
+            }
+        };
+        let (Some(before), Some(after)) = (off(w, -1), off(w, 1)) else {
+            continue;
+        };
+        let on = &figures[w];
         let off_tx = (before.committed + after.committed) as f64 / 2.0;
         let off_p99 = (before.p99.as_secs_f64() + after.p99.as_secs_f64()) / 2.0;
         let tx = on.committed as f64 / off_tx.max(1.0);
