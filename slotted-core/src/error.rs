@@ -519,8 +519,9 @@ pub(crate) fn is_deadlock(e: &diesel::result::Error) -> bool {
 
 /// Whether `e` rolled the whole transaction back, so that it may simply run again on the same
 /// connection ([`Failure::RolledBack`]): a deadlock or serialization failure, a lock (wait)
-/// timeout, SQLite's busy, or a prepared statement's name missing or taken behind a
-/// transaction pooler. The servers' messages are matched in English: Diesel exposes neither
+/// timeout (MariaDB's 1467 included, its report of one met waiting for a table's AUTO-INC
+/// lock), SQLite's busy, or a prepared statement's name missing or taken behind a transaction
+/// pooler. The servers' messages are matched in English: Diesel exposes neither
 /// PostgreSQL's SQLSTATE nor MySQL's error number for them.
 pub(crate) fn is_rolled_back(e: &diesel::result::Error) -> bool {
     let timed_out = matches!(e, diesel::result::Error::DatabaseError(_, info)
@@ -528,6 +529,9 @@ pub(crate) fn is_rolled_back(e: &diesel::result::Error) -> bool {
             "canceling statement due to lock timeout",
             "Lock wait timeout exceeded",
             "database is locked",
+            // MariaDB/MySQL 1467: a deadlock or lock wait met while an `INSERT … SELECT`
+            // waited for the table's AUTO-INC lock; the statement wrote nothing.
+            "Failed to read auto-increment value from storage engine",
         ]
         .iter()
         .any(|m| info.message().contains(m)));

@@ -362,6 +362,13 @@ mod tests {
                 false,
             ),
             (error(unknown, "database is locked"), false),
+            (
+                error(
+                    unknown,
+                    "Failed to read auto-increment value from storage engine",
+                ),
+                false,
+            ),
         ] {
             assert!(e.is_retryable(), "the retry helper reruns {e}");
             assert_eq!(lost_a_deadlock(&e), deadlock, "{e}");

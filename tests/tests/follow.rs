@@ -427,27 +427,11 @@ fn the_removal_drops_the_triggers_and_nothing_else<C: TestConnection>(test: &str
     assert_exact(&mut conn, "the follow migrations applied again");
 }
 
-/// A deadlock or lock wait the database resolved by rolling a transaction back, or SQLite's busy.
+/// A deadlock or lock wait the database resolved by rolling a transaction back, SQLite's busy,
+/// or MariaDB's 1467 (an `INSERT … SELECT` that met one waiting for the table's AUTO-INC lock):
+/// what slotted's retry helpers run again, by slotted's own reading of the error.
 fn lost_a_lock_conflict(e: &diesel::result::Error) -> bool {
-    match e {
-        diesel::result::Error::DatabaseError(
-            diesel::result::DatabaseErrorKind::SerializationFailure,
-            _,
-        ) => true,
-        diesel::result::Error::DatabaseError(_, info) => [
-            "deadlock",
-            "Deadlock",
-            "Lock wait timeout",
-            "database is locked",
-            // MariaDB's report of a deadlock met while an `INSERT … SELECT` waits for the
-            // table's AUTO-INC lock (innodb_autoinc_lock_mode = 1 holds it to the statement's
-            // end): error 1467, its transaction rolled back as a deadlock's victim's is.
-            "Failed to read auto-increment value from storage engine",
-        ]
-        .iter()
-        .any(|m| info.message().contains(m)),
-        _ => false,
-    }
+    slotted_core::retry::Retryable::is_retryable(e)
 }
 
 fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnection>(test: &str) {
