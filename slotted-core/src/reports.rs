@@ -137,6 +137,8 @@ pub enum Committed {
     Deleted(u64),
     /// Absorb or release of an adopted column.
     Moved(MoveReport),
+    /// A pass over what was written since the last one: its compaction and roll-up.
+    Pass(PassReport),
 }
 
 impl std::fmt::Display for Committed {
@@ -158,6 +160,12 @@ impl std::fmt::Display for Committed {
                 r.skipped.len() + r.failed.len()
             ),
             Committed::Deleted(rows) => write!(f, "{rows} slot rows deleted"),
+            Committed::Pass(r) => write!(
+                f,
+                "compaction: {}; roll-up: {}",
+                Committed::Compaction(r.compaction.clone()),
+                Committed::Refresh(r.refresh.clone())
+            ),
             Committed::Moved(r) => write!(
                 f,
                 "{} batches, {} records' counts moved ({} in all), {} left for a later pass",

@@ -528,11 +528,19 @@ async fn set_once<E: Exec>(
 }
 
 /// Runs `$on_page` (a `Result<()>` using `$page: Vec<KeyValue>` and adding what it did into
-/// `$report: &mut P`, a `pace::Progress`) on pages of `$batch` (at most `MAX_PAGE`) record keys
-/// that have rows in `$buckets` needing a fold, in key order, until none is left. Evaluates to
+/// `$report: &mut P`, a `pace::Committing`) on pages of `$batch` (at most `MAX_PAGE`) record
+/// keys that have rows in `$buckets` needing a fold, in key order, until none is left; with
+/// `unsettled` instead of buckets, on the records with rows outside the settled slot (written
+/// since their last compaction), found through the index of unsettled rows. Evaluates to
 /// `Result<P>`; an error after work was committed says what (`pace::stopped`).
 macro_rules! for_each_page {
-    ($exec:ident, $spec:expr, $batch:expr, $buckets:expr, |$page:ident, $report:ident| $on_page:expr) => {{
+    ($exec:ident, $spec:expr, $batch:expr, unsettled, |$page:ident, $report:ident| $on_page:expr) => {
+        $crate::maintenance::fold::for_each_page!(@pages $exec, $spec, $batch, $crate::sql::Buckets::All, true, |$page, $report| $on_page)
+    };
+    ($exec:ident, $spec:expr, $batch:expr, $buckets:expr, |$page:ident, $report:ident| $on_page:expr) => {
+        $crate::maintenance::fold::for_each_page!(@pages $exec, $spec, $batch, $buckets, false, |$page, $report| $on_page)
+    };
+    (@pages $exec:ident, $spec:expr, $batch:expr, $buckets:expr, $unsettled:expr, |$page:ident, $report:ident| $on_page:expr) => {{
         let spec: &$crate::table::CounterSpec = $spec;
         let limit = i64::try_from($batch.clamp(1, $crate::maintenance::MAX_PAGE)).unwrap_or(1);
         let mut after: Option<$crate::key::RawKey> = None;
@@ -548,7 +556,7 @@ macro_rules! for_each_page {
                 after: after.as_ref().map($crate::key::RawKey::as_value),
                 limit,
                 all: $buckets != $crate::sql::Buckets::All,
-                unsettled: false,
+                unsettled: $unsettled,
             };
             let mut keys = match $crate::maintenance::fold::key_page($exec, page).await {
                 Ok(keys) => keys,

@@ -204,44 +204,25 @@ async fn maintain_changed<T: CounterTable, E: Exec>(
     if let Some(cache) = &spec.cache {
         adopt::claim(exec, spec, cache).await?;
     }
-    let limit = i64::try_from(batch.clamp(1, MAX_PAGE)).unwrap_or(1);
     let mut compact_pace = Pace::new(batch.min(keys_per_statement(spec)));
     let mut refresh_pace = Pace::new(batch.min(MAINTENANCE_BATCH));
-    let (mut after, mut report) = (None::<crate::key::RawKey>, PassReport::default());
-    loop {
-        let page = KeyPage::Compactable {
-            scope: crate::sql::Scope::new(spec, &[]),
-            after: after.as_ref().map(crate::key::RawKey::as_value),
-            limit,
-            all: true,
-            unsettled: true,
-        };
-        let keys = match fold::key_page(exec, page).await {
-            Ok(keys) => keys,
-            Err(e) => return Err(stopped(exec, report.compaction, e)),
-        };
-        let Some(last) = keys.last().cloned() else {
-            return Ok(report);
-        };
-        let keys: Vec<KeyValue<'_>> = keys.iter().map(crate::key::RawKey::as_value).collect();
+    for_each_page!(exec, spec, batch, unsettled, |page, report| {
+        let report: &mut PassReport = report;
         let compaction = &mut report.compaction;
-        let done = paced!(exec, &mut compact_pace, &keys, compaction, |keys| {
+        let compacted = paced!(exec, &mut compact_pace, &page, compaction, |keys| {
             fold::fold(exec, spec, keys, Buckets::All, Fold::Compact)
         });
-        if let Err(e) = done {
-            return Err(stopped(exec, report.compaction, e));
-        }
-        if let Some(cache) = &spec.cache {
-            let refresh = &mut report.refresh;
-            let done = paced!(exec, &mut refresh_pace, &keys, refresh, |keys| {
-                fold::refresh(exec, spec, cache, keys)
-            });
-            if let Err(e) = done {
-                return Err(stopped(exec, report.refresh, e));
+        // The page rolled up once it is compacted (settled).
+        match (compacted, &spec.cache) {
+            (Ok(()), Some(cache)) => {
+                let refresh = &mut report.refresh;
+                paced!(exec, &mut refresh_pace, &page, refresh, |keys| {
+                    fold::refresh(exec, spec, cache, keys)
+                })
             }
+            (done, _) => done,
         }
-        after = Some(last);
-    }
+    })
 }
 
 async fn absorb<T: CounterTable, E: Exec>(exec: &mut E, keys: &[T::Key]) -> Result<MoveReport> {

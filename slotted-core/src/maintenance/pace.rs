@@ -85,16 +85,20 @@ impl Pace {
     }
 }
 
-/// What a paced job adds up.
-pub(crate) trait Progress: Default + std::ops::AddAssign {
-    /// A batch that lost and was rolled back.
-    fn rerun(&mut self);
-    /// Leaves `key` for a later pass, if this job may: false when it must fail instead.
-    fn skip(&mut self, key: &KeyValue<'_>, error: &Error) -> bool;
+/// What a job that stopped part way says it committed ([`stopped`]).
+pub(crate) trait Committing {
     /// Whether nothing was done.
     fn is_empty(&self) -> bool;
     /// As the error of a job that stopped part way reports it.
     fn into_committed(self) -> super::Committed;
+}
+
+/// What a paced job adds up.
+pub(crate) trait Progress: Committing + Default + std::ops::AddAssign {
+    /// A batch that lost and was rolled back.
+    fn rerun(&mut self);
+    /// Leaves `key` for a later pass, if this job may: false when it must fail instead.
+    fn skip(&mut self, key: &KeyValue<'_>, error: &Error) -> bool;
 }
 
 fn busy(key: &KeyValue<'_>, error: &Error) -> RecordFailure {
@@ -117,6 +121,9 @@ impl Progress for CompactionReport {
         self.skipped.push(busy(key, error));
         true
     }
+}
+
+impl Committing for CompactionReport {
     fn is_empty(&self) -> bool {
         self.batches == 0 && self.failed.is_empty() && self.skipped.is_empty()
     }
@@ -133,6 +140,9 @@ impl Progress for RefreshReport {
         self.skipped.push(busy(key, error));
         true
     }
+}
+
+impl Committing for RefreshReport {
     fn is_empty(&self) -> bool {
         self.updated == 0 && self.failed.is_empty() && self.skipped.is_empty()
     }
@@ -149,6 +159,9 @@ impl Progress for super::MoveReport {
         self.skipped.push(busy(key, error));
         true
     }
+}
+
+impl Committing for super::MoveReport {
     fn is_empty(&self) -> bool {
         self.batches == 0 && self.failed.is_empty() && self.skipped.is_empty()
     }
@@ -164,6 +177,9 @@ impl Progress for u64 {
     fn skip(&mut self, _: &KeyValue<'_>, _: &Error) -> bool {
         false
     }
+}
+
+impl Committing for u64 {
     fn is_empty(&self) -> bool {
         *self == 0
     }
@@ -172,9 +188,19 @@ impl Progress for u64 {
     }
 }
 
+/// A pass over what was written since the last: its compaction and its roll-up.
+impl Committing for super::PassReport {
+    fn is_empty(&self) -> bool {
+        self.compaction.is_empty() && self.refresh.is_empty()
+    }
+    fn into_committed(self) -> super::Committed {
+        super::Committed::Pass(self)
+    }
+}
+
 /// `error`, saying what the job committed before it, if anything. Inside a transaction of the
 /// caller's nothing was committed (the batches were savepoints): `error` as it is.
-pub(crate) fn stopped<E: crate::exec::Exec, P: Progress>(
+pub(crate) fn stopped<E: crate::exec::Exec, P: Committing>(
     exec: &mut E,
     done: P,
     error: Error,
