@@ -372,6 +372,35 @@ impl Shared {
     }
 }
 
+/// A maintainer's handle (`Maintainer`, `AsyncMaintainer`) on what it shares with its thread or
+/// task: the report, and the stop signal, given when the handle is dropped (the thread or task
+/// ends after its job).
+struct Handle(std::sync::Arc<Shared>);
+
+impl Handle {
+    fn report(&self) -> MaintainerReport {
+        self.0.report()
+    }
+
+    fn signal_stop(&self) {
+        self.0.signal_stop();
+    }
+
+    /// The report after a stop: `running` when the thread or task had not `ended` within the
+    /// stop's bound.
+    fn stopped(&self, ended: bool) -> MaintainerReport {
+        let mut report = self.report();
+        report.running = !ended;
+        report
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.signal_stop();
+    }
+}
+
 /// What a maintainer did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MaintainerReport {

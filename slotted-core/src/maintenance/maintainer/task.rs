@@ -73,9 +73,12 @@ impl<P: AsyncConnectionPool> Face<P> for OnTask {
 ///     Ok(())
 /// }
 /// ```
+///
+/// Stopped by [`stop`](Self::stop), or when dropped (without waiting: the task ends after its
+/// job, while the runtime runs).
 pub struct AsyncMaintainer {
-    shared: Arc<Shared>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    handle: Handle,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl AsyncMaintainer {
@@ -86,7 +89,7 @@ impl AsyncMaintainer {
 
     /// What it did so far.
     pub fn report(&self) -> MaintainerReport {
-        self.shared.report()
+        self.handle.report()
     }
 
     /// Stops it: the job in flight finishes its pass (each of its batches commits or rolls
@@ -94,25 +97,9 @@ impl AsyncMaintainer {
     /// `running` is true when the task had not ended by then (it ends after its job, while
     /// the runtime runs).
     pub async fn stop(mut self, within: Duration) -> MaintainerReport {
-        self.shared.signal_stop();
-        let ended = match self.task.as_mut() {
-            Some(task) => tokio::time::timeout(within, task).await.is_ok(),
-            None => true,
-        };
-        if ended {
-            self.task = None;
-        }
-        let mut report = self.report();
-        report.running = !ended;
-        report
-    }
-}
-
-impl Drop for AsyncMaintainer {
-    /// Without an awaited `stop`: tells the task to end after its job, which it does while
-    /// the runtime runs.
-    fn drop(&mut self) {
-        self.shared.signal_stop();
+        self.handle.signal_stop();
+        let ended = tokio::time::timeout(within, &mut self.task).await.is_ok();
+        self.handle.stopped(ended)
     }
 }
 
@@ -143,8 +130,8 @@ impl<P: AsyncConnectionPool> MaintainerBuilder<P, OnTask> {
             run_passes(&mut driver, &self.jobs, self.config, &task_shared).await;
         });
         Ok(AsyncMaintainer {
-            shared,
-            task: Some(task),
+            handle: Handle(shared),
+            task,
         })
     }
 }

@@ -59,10 +59,11 @@ impl<P: ConnectionPool> Face<P> for OnThread {
 /// down). A maintainer killed mid-batch loses nothing: each batch is a transaction, which the
 /// database rolls back.
 ///
-/// Stopped by [`stop`](Self::stop), or when dropped (without waiting).
+/// Stopped by [`stop`](Self::stop), or when dropped (without waiting: the thread ends after its
+/// job).
 pub struct Maintainer {
-    shared: Arc<Shared>,
-    handle: Option<JoinHandle<()>>,
+    handle: Handle,
+    thread: Option<JoinHandle<()>>,
     done: mpsc::Receiver<()>,
 }
 
@@ -96,29 +97,21 @@ impl Maintainer {
 
     /// What it did so far.
     pub fn report(&self) -> MaintainerReport {
-        self.shared.report()
+        self.handle.report()
     }
 
     /// Stops it: the job in flight finishes its pass (each of its batches commits or rolls
     /// back), and no other starts. Waits `within` at most for that, then returns the report;
     /// `running` is true when the thread had not ended by then (it ends after its job).
     pub fn stop(mut self, within: Duration) -> MaintainerReport {
-        self.shared.signal_stop();
+        self.handle.signal_stop();
         let ended = self.done.recv_timeout(within).is_ok();
         if ended {
-            if let Some(handle) = self.handle.take() {
-                let _ = handle.join();
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
             }
         }
-        let mut report = self.report();
-        report.running = !ended;
-        report
-    }
-}
-
-impl Drop for Maintainer {
-    fn drop(&mut self) {
-        self.shared.signal_stop();
+        self.handle.stopped(ended)
     }
 }
 
@@ -136,7 +129,7 @@ impl<P: ConnectionPool> MaintainerBuilder<P, OnThread> {
         let shared = Arc::new(self.shared());
         let (done_tx, done_rx) = mpsc::channel();
         let thread_shared = Arc::clone(&shared);
-        let handle = std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("slotted-maintainer".to_owned())
             .spawn(move || {
                 let mut driver = Threaded {
@@ -154,8 +147,8 @@ impl<P: ConnectionPool> MaintainerBuilder<P, OnThread> {
                 let _ = done_tx.send(());
             })?;
         Ok(Maintainer {
-            shared,
-            handle: Some(handle),
+            handle: Handle(shared),
+            thread: Some(thread),
             done: done_rx,
         })
     }
