@@ -224,6 +224,15 @@ pub async fn migrated<A: AsyncTestConnection>(test: &str) -> Option<(crate::Test
     Some((db, conn))
 }
 
+/// A fresh database for the async test `test` with the lifecycle models' tables
+/// (`crate::lifecycle::migrate`), and a sync connection to it that set them up and checks them.
+pub fn lifecycle_db<A: AsyncTestConnection>(test: &str) -> Option<(crate::TestDb, A::Sync)> {
+    let db = crate::TestDb::new::<A::Sync>(&format!("async_{test}"))?;
+    let mut sync = <A::Sync as TestConnection>::open(&db.url);
+    crate::lifecycle::migrate(&mut sync);
+    Some((db, sync))
+}
+
 /// Runs `test` to its end on a fresh 2-worker tokio runtime: every async test's runtime.
 pub fn block_on<F: std::future::Future>(test: F) -> F::Output {
     tokio::runtime::Builder::new_multi_thread()

@@ -129,11 +129,9 @@ async fn every_call_counts_exactly<A: AsyncTestConnection>(test: &str) {
 
 async fn maintenance_on_an_async_connection<A: AsyncTestConnection>(test: &str) {
     use slotted_tests::lifecycle::{downloads_daily_slots, Article, Download, Tag};
-    let Some(db) = slotted_tests::TestDb::new::<A::Sync>(&format!("async_{test}")) else {
+    let Some((db, mut sync)) = slotted_tests::asynch::lifecycle_db::<A>(test) else {
         return;
     };
-    let mut sync = <A::Sync as TestConnection>::open(&db.url);
-    slotted_tests::lifecycle::migrate(&mut sync);
     diesel::connection::SimpleConnection::batch_execute(
         &mut sync,
         "INSERT INTO articles (id, likes_count) VALUES (1, 0), (2, 0)",
@@ -460,11 +458,9 @@ async fn the_connection_strategy_writes_the_slot_of_the_connection<A: AsyncTestC
 /// `database is locked` whenever the writer committed between the read and the write.
 async fn roll_ups_beside_a_committing_writer<A: AsyncTestConnection>(test: &str) {
     use slotted_tests::lifecycle::{articles_likes_slots, Article};
-    let Some(db) = slotted_tests::TestDb::new::<A::Sync>(&format!("async_{test}")) else {
+    let Some((db, mut sync)) = slotted_tests::asynch::lifecycle_db::<A>(test) else {
         return;
     };
-    let mut sync = <A::Sync as TestConnection>::open(&db.url);
-    slotted_tests::lifecycle::migrate(&mut sync);
     diesel::connection::SimpleConnection::batch_execute(
         &mut sync,
         "INSERT INTO articles (id, likes_count) VALUES (1, 0), (2, 0), (3, 0)",

@@ -59,6 +59,24 @@ fn until_read<T: PartialEq + std::fmt::Debug>(
     }
 }
 
+/// A maintainer that stood by takes the lease (`what`) and keeps article 1's cache: `add` more
+/// likes reach it, `want` in all; then it stops, having taken the lease once and failed nothing.
+fn takes_over_and_keeps_the_cache<C: TestConnection>(
+    maintainer: Maintainer,
+    what: &str,
+    conn: &mut C,
+    add: i64,
+    want: i64,
+) {
+    until(&maintainer, what, |r| r.active && r.passes > 0);
+    Article::likes_of(1).add(add, conn).unwrap();
+    until_read(10, &|| format!("{:?}", maintainer.report()), want, || {
+        cached_likes(conn, 1)
+    });
+    let report = maintainer.stop(Duration::from_secs(10));
+    assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
+}
+
 fn a_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers<
     C: TestConnection + R2D2Connection,
 >(
@@ -187,15 +205,7 @@ fn two_maintainers_of_one_database_share_the_work<C: TestConnection + R2D2Connec
     // The first stops, giving the lease back: the second takes over and keeps the cache.
     let stopped = first.stop(Duration::from_secs(10));
     assert!(!stopped.running && stopped.leases_taken == 1, "{stopped:?}");
-    until(&second, "the second takes over", |r| {
-        r.active && r.passes > 0
-    });
-    Article::likes_of(1).add(5, &mut conn).unwrap();
-    until_read(10, &|| format!("{:?}", second.report()), 12, || {
-        cached_likes(&mut conn, 1)
-    });
-    let report = second.stop(Duration::from_secs(10));
-    assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
+    takes_over_and_keeps_the_cache(second, "the second takes over", &mut conn, 5, 12);
 }
 
 fn a_failing_job_and_a_pool_that_cannot_connect_are_reported<C: TestConnection + R2D2Connection>(
@@ -402,15 +412,7 @@ fn a_second_process_takes_over_when_the_first_is_killed<C: TestConnection + R2D2
     // SIGKILL: its session ends with its connection, and the lease with it.
     child.kill().unwrap();
     child.wait().unwrap();
-    until(&here, "this process takes over", |r| {
-        r.active && r.passes > 0
-    });
-    Article::likes_of(1).add(3, &mut conn).unwrap();
-    until_read(10, &|| format!("{:?}", here.report()), 7, || {
-        cached_likes(&mut conn, 1)
-    });
-    let report = here.stop(Duration::from_secs(10));
-    assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
+    takes_over_and_keeps_the_cache(here, "this process takes over", &mut conn, 3, 7);
 }
 
 fn a_maintainer_killed_mid_pass_loses_nothing<C: TestConnection + R2D2Connection>(test: &str) {

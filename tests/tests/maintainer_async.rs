@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use diesel::connection::SimpleConnection;
 use diesel::r2d2::R2D2Connection;
 use slotted_core::maintenance::{AsyncMaintainer, Maintainer, MaintainerReport};
-use slotted_tests::asynch::AsyncTestConnection;
+use slotted_tests::asynch::{lifecycle_db, AsyncTestConnection};
 use slotted_tests::lifecycle::*;
-use slotted_tests::{pool, Dice, TestConnection, TestDb};
+use slotted_tests::{pool, Dice, TestConnection};
 
 slotted_tests::async_backend_tests! {
     all: [
@@ -23,14 +23,6 @@ slotted_tests::async_backend_tests! {
 }
 
 const BOUND: Duration = Duration::from_millis(200);
-
-/// The test's database with the lifecycle models, and a sync connection to check it.
-fn setup<A: AsyncTestConnection>(test: &str) -> Option<(TestDb, A::Sync)> {
-    let db = TestDb::new::<A::Sync>(&format!("async_{test}"))?;
-    let mut conn = <A::Sync as TestConnection>::open(&db.url);
-    migrate(&mut conn);
-    Some((db, conn))
-}
 
 /// Waits up to 10 s (without blocking the runtime) for `ok` of the report.
 async fn until(
@@ -53,7 +45,7 @@ async fn an_async_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers<
 >(
     test: &str,
 ) {
-    let Some((db, mut check)) = setup::<A>(test) else {
+    let Some((db, mut check)) = lifecycle_db::<A>(test) else {
         return;
     };
     check
@@ -153,7 +145,7 @@ async fn an_async_maintainer_cut_off_anywhere_loses_nothing<A: AsyncTestConnecti
 where
     A::Sync: R2D2Connection,
 {
-    let Some((db, mut check)) = setup::<A>(test) else {
+    let Some((db, mut check)) = lifecycle_db::<A>(test) else {
         return;
     };
     const RECORDS: i64 = 2_000;
@@ -248,7 +240,7 @@ async fn a_sync_and_an_async_maintainer_share_one_lease<A: AsyncTestConnection>(
 where
     A::Sync: R2D2Connection,
 {
-    let Some((db, mut check)) = setup::<A>(test) else {
+    let Some((db, mut check)) = lifecycle_db::<A>(test) else {
         return;
     };
     check
