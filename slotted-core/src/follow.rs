@@ -29,6 +29,26 @@ pub struct FollowSpec {
     /// counts rows whose `local` is true, `("deleted", false)` rows whose `deleted` is not true
     /// (false or `NULL`). Every condition must hold.
     pub filter: &'static [(&'static str, bool)],
+    /// The table between the child and the parent (`through = posts(community_id)`): the
+    /// child's one key column names a row of this table by its primary key, and that row's
+    /// column names the parent. A comment counts for its post's community. `None`: the child's
+    /// key columns name the parent themselves.
+    pub through: Option<Through>,
+}
+
+/// The table a count passes through (`follow = comments(post_id), through =
+/// posts(community_id)`): a comment counts for the community of its post. The migration puts
+/// triggers on this table too, so that a post that moves to another community takes its
+/// counted comments along, and one deleted takes them away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Through {
+    /// The table between, e.g. `posts`.
+    pub table: &'static str,
+    /// Its one-column primary key, which the child's key column holds: `id`.
+    pub key: &'static str,
+    /// Its column that holds the parent's key: `community_id`. A row whose column is `NULL`
+    /// counts for no record, and so do child rows whose key names no row of this table.
+    pub column: &'static str,
 }
 
 /// The most characters an identifier may have on every backend (PostgreSQL: 63).
@@ -92,20 +112,61 @@ impl FollowSpec {
     }
 
     /// The parent key of the row `alias`, one SQL expression per key column: its key columns
-    /// (`NEW."post_id"`), or the one record's key.
+    /// (`NEW."post_id"`), the one record's key, or, through a table between, that table's
+    /// column (`"posts"."community_id"`: the table joined by [`FollowSpec::join_sql`], or read
+    /// by [`FollowSpec::lookup_sql`], under its own name).
     pub(crate) fn parent_key_sql(
         &self,
         alias: &str,
         quote: impl Fn(&str) -> String,
     ) -> Vec<String> {
-        match self.record {
-            Some(record) => vec![record.to_string()],
-            None => self
+        match (self.record, self.through) {
+            (Some(record), _) => vec![record.to_string()],
+            (None, Some(through)) => {
+                vec![format!(
+                    "{}.{}",
+                    quote(through.table),
+                    quote(through.column)
+                )]
+            }
+            (None, None) => self
                 .key_columns
                 .iter()
                 .map(|column| format!("{alias}.{}", quote(column)))
                 .collect(),
         }
+    }
+
+    /// ` JOIN "posts" ON "posts"."id" = alias."post_id" AND "posts"."community_id" IS NOT
+    /// NULL`: the row between, for a child row `alias` in a `FROM`, where it names a parent.
+    /// Empty without `through`.
+    pub(crate) fn join_sql(&self, alias: &str, quote: impl Fn(&str) -> String) -> String {
+        let Some(through) = self.through else {
+            return String::new();
+        };
+        let table = quote(through.table);
+        format!(
+            " JOIN {table} ON {table}.{key} = {alias}.{child_key} AND {table}.{column} IS NOT NULL",
+            key = quote(through.key),
+            child_key = quote(self.key_columns[0]),
+            column = quote(through.column),
+        )
+    }
+
+    /// ` FROM "posts" WHERE "posts"."id" = NEW."post_id" AND "posts"."community_id" IS NOT
+    /// NULL`: the row between, for the one child row `row` of a row trigger (`NEW`, `OLD`).
+    /// Empty without `through`, and then the statement it goes into selects no table.
+    pub(crate) fn lookup_sql(&self, row: &str, quote: impl Fn(&str) -> String) -> String {
+        let Some(through) = self.through else {
+            return String::new();
+        };
+        let table = quote(through.table);
+        format!(
+            " FROM {table} WHERE {table}.{key} = {row}.{child_key} AND {table}.{column} IS NOT NULL",
+            key = quote(through.key),
+            child_key = quote(self.key_columns[0]),
+            column = quote(through.column),
+        )
     }
 
     /// What a child row adds, on the row `alias`: `1`, or `COALESCE(NEW."score", 0)`.
@@ -209,6 +270,79 @@ impl<T: diesel::Table, C: diesel::Column<Table = T>> ChildColumn<T> for C {
     type SqlType = C::SqlType;
 }
 
+/// The primary key of the table between (`through = posts(community_id)`): one column, which
+/// the child's key column holds.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "the table `through` names has a primary key of more than one column: `{Self}`",
+    label = "the table between",
+    note = "`follow = comments(post_id), through = posts(community_id)` reads a comment's post by the post's one-column primary key: `comments.post_id` holds `posts.id`"
+)]
+pub trait ThroughKey<T> {
+    /// Its SQL name.
+    const NAME: &'static str;
+    /// Its SQL type.
+    type SqlType;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: diesel::Table, C: diesel::Column<Table = T>> ThroughKey<T> for C {
+    const NAME: &'static str = C::NAME;
+    type SqlType = C::SqlType;
+}
+
+/// A column of the table between (`through = posts(community_id)`).
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a column of the table `{T}` that `through` names",
+    label = "not a column of the table between",
+    note = "`through = posts(community_id)` names the column of `posts` that holds this model's key: it needs `posts::community_id`"
+)]
+pub trait ThroughColumn<T> {
+    /// Its SQL name.
+    const NAME: &'static str;
+    /// Its SQL type.
+    type SqlType;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: diesel::Table, C: diesel::Column<Table = T>> ThroughColumn<T> for C {
+    const NAME: &'static str = C::NAME;
+    type SqlType = C::SqlType;
+}
+
+/// The SQL types the child's key column may have when the count passes through a table: that
+/// table's primary key's type, or it nullable.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "the child's key column is `{Self}`, but the primary key of the table `through` names is `{K}`",
+    label = "this column of the child table must hold the primary key of the table between",
+    note = "with `through = posts(community_id)`, name the child's column that holds a post's key: `follow = comments(post_id)` with `post_id` of the type of `posts.id` (or its `Nullable`)"
+)]
+pub trait ThroughKeyColumn<K> {
+    /// Read by the derive's expansion, so that a column of another type fails there.
+    const CHECKED: () = ();
+}
+
+impl<K> ThroughKeyColumn<K> for K {}
+impl<K> ThroughKeyColumn<K> for Nullable<K> {}
+
+/// The SQL types the column of the table between may have for a counter keyed by `K`'s SQL
+/// type: the same type, or it nullable.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "the column `through` names is `{Self}`, but the counter is keyed by `{K}`",
+    label = "this column of the table between must hold the parent's key",
+    note = "name the column of the table between that holds this model's key, of the key's SQL type or its `Nullable`: `through = posts(community_id)` with `community_id -> Integer` (or `Nullable<Integer>`) for an `i32` key"
+)]
+pub trait ThroughParentColumn<K> {
+    /// Read by the derive's expansion, so that a column of another type fails there.
+    const CHECKED: () = ();
+}
+
+impl<K> ThroughParentColumn<K> for K {}
+impl<K> ThroughParentColumn<K> for Nullable<K> {}
+
 /// What the derive's expansion reads each column of a followed table through, as projections
 /// (`<<comments::post_id as ChildColumn<comments::table>>::SqlType as FollowKeyColumn<…>>::CHECKED`,
 /// then its `NAME`) rather than calls of generic functions: a column that cannot play its role
@@ -216,5 +350,8 @@ impl<T: diesel::Table, C: diesel::Column<Table = T>> ChildColumn<T> for C {
 /// bound in slotted's source.
 #[doc(hidden)]
 pub mod __check {
-    pub use super::{ChildColumn, FilterColumn, FollowKeyColumn, SummedColumn};
+    pub use super::{
+        ChildColumn, FilterColumn, FollowKeyColumn, SummedColumn, Through, ThroughColumn,
+        ThroughKey, ThroughKeyColumn, ThroughParentColumn,
+    };
 }

@@ -26,7 +26,8 @@ const SUM: &str = "sum";
 const FILTER: &str = "filter";
 const NOT: &str = "not";
 const RECORD: &str = "record";
-const KEYS: [&str; 15] = [
+const THROUGH: &str = "through";
+const KEYS: [&str; 16] = [
     COUNTER,
     SLOTS,
     TABLE,
@@ -42,12 +43,15 @@ const KEYS: [&str; 15] = [
     SUM,
     FILTER,
     RECORD,
+    THROUGH,
 ];
 
 pub const COUNTER_FORM: &str =
     "the correct format looks like `#[slotted(counter = likes, slots = 16)]`";
 
 pub const FOLLOW_FORM: &str = "the correct format looks like `#[slotted(counter = comments, slots = 16, follow = comments(post_id))]`: the child table, and its column that holds this model's key";
+
+pub const THROUGH_FORM: &str = "the correct format looks like `#[slotted(counter = comments, slots = 16, follow = comments(post_id), through = posts(community_id))]`: the table whose primary key the child's column holds, and its column that holds this model's key";
 
 pub const FILTER_FORM: &str = "the correct format looks like `filter(local, not(deleted))`: boolean columns of the child table, each true, or not true inside `not(…)`";
 
@@ -86,6 +90,8 @@ pub struct CounterAttr<'a> {
     pub filter: Option<Vec<FilterAttr>>,
     /// `record = 1`: the one record every child row counts for (a site-wide counter).
     pub record: Option<LitInt>,
+    /// `through = posts(community_id)`: the table between the child and this model.
+    pub through: Option<FollowAttr>,
     /// `follow` was written, even if its value was wrong and reported: `sum`, `filter` and
     /// `record` are then not also reported as given without it.
     pub follow_written: bool,
@@ -124,6 +130,7 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
             sum: None,
             filter: None,
             record: None,
+            through: None,
             follow_written: false,
             invalid: false,
             broken: false,
@@ -226,6 +233,12 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
                     let value = parse_int(&meta, RECORD, "counter = comments, slots = 64, follow = comments, record = 1")?;
                     set_once(errors, &meta, &mut counter.invalid, &mut counter.record, value)
                 }
+                // Parse #[slotted(through = posts(community_id))]
+                THROUGH => {
+                    declares_counter = true;
+                    let value = parse_table_columns(&meta, THROUGH, THROUGH_FORM)?;
+                    set_once(errors, &meta, &mut counter.invalid, &mut counter.through, value)
+                }
                 // Parse #[slotted(crate = my_slotted)]
                 CRATE => {
                     let path: Path = meta.value()?.call(Path::parse_mod_style).map_err(|e| {
@@ -248,7 +261,7 @@ pub fn parse_slotted<'a>(attrs: &'a [Attribute], errors: &mut Errors) -> Slotted
                     errors.at(
                         &meta.path,
                         format_args!("unknown key `{key}` in #[slotted]"),
-                        format_args!("{suggestion}#[slotted] takes `counter`, `slots`, `table`, `max_key_length`, `strategy`, `bucket`, `prefill`, `cache`, `adopt`, `storage`, `follow`, `sum`, `filter`, `record` and `crate`"),
+                        format_args!("{suggestion}#[slotted] takes `counter`, `slots`, `table`, `max_key_length`, `strategy`, `bucket`, `prefill`, `cache`, `adopt`, `storage`, `follow`, `sum`, `filter`, `record`, `through` and `crate`"),
                     );
                     counter.invalid = true;
                     skip_value(&meta)
@@ -360,16 +373,28 @@ fn parse_ident(
 
 /// `follow = comments(post_id[, …])`, as [`parse_ident`]: the outer error ends the attribute.
 fn parse_follow(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Result<FollowAttr>> {
-    let with_help =
-        |e: syn::Error| syn::Error::new(e.span(), format!("{e}\n\nhelp: {FOLLOW_FORM}"));
+    parse_table_columns(meta, FOLLOW, FOLLOW_FORM)
+}
+
+/// `key = table(column[, …])` or `key = table` (`follow`, `through`), as [`parse_ident`]; `form`
+/// is the help with the right form.
+fn parse_table_columns(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    form: &str,
+) -> syn::Result<syn::Result<FollowAttr>> {
+    let with_help = |e: syn::Error| syn::Error::new(e.span(), format!("{e}\n\nhelp: {form}"));
     let input = meta.value().map_err(with_help)?;
     if !input.peek(Ident::peek_any) {
         let found: syn::Expr = input.parse().map_err(with_help)?;
+        let what = if key == FOLLOW {
+            "the child table and its key column"
+        } else {
+            "the table between and its column"
+        };
         return Ok(Err(syn::Error::new_spanned(
             found,
-            format!(
-                "expected the child table and its key column for `follow`\n\nhelp: {FOLLOW_FORM}"
-            ),
+            format!("expected {what} for `{key}`\n\nhelp: {form}"),
         )));
     }
     let table = input.call(Ident::parse_any)?;
@@ -388,7 +413,14 @@ fn parse_follow(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Result<FollowAtt
     if columns.is_empty() {
         return Ok(Err(syn::Error::new(
             table.span(),
-            format!("`follow = {table}()` names no key column\n\nhelp: {FOLLOW_FORM}"),
+            format!(
+                "`{key} = {table}()` names no {what}\n\nhelp: {form}",
+                what = if key == FOLLOW {
+                    "key column"
+                } else {
+                    "column"
+                }
+            ),
         )));
     }
     Ok(Ok(FollowAttr {

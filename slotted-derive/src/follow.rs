@@ -11,7 +11,7 @@ use syn::ext::IdentExt;
 use syn::{Ident, LitInt, Path, Type};
 
 use crate::ast::KeyType;
-use crate::attr::{CounterAttr, FOLLOW_FORM};
+use crate::attr::{CounterAttr, FollowAttr, FOLLOW_FORM, THROUGH_FORM};
 use crate::errors::Errors;
 use crate::expand::respan;
 
@@ -23,6 +23,9 @@ pub struct Follow {
     pub record: Option<LitInt>,
     pub sum: Option<Ident>,
     pub filter: Vec<(Ident, bool)>,
+    /// `through = posts(community_id)`: the table between, and its column that holds this
+    /// model's key.
+    pub through: Option<(Ident, Ident)>,
 }
 
 /// The counter's `follow`, `sum` and `filter`, checked against each other and against the
@@ -53,6 +56,14 @@ pub fn checked(
                 sum,
                 "`sum` applies to a counter that follows a child table",
                 format_args!("add the table whose column it sums: `follow = post_votes(post_id), sum = {sum}`"),
+            );
+            wrong = true;
+        }
+        if let Some(through) = &attr.through {
+            errors.at(
+                &through.table,
+                "`through` applies to a counter that follows a child table",
+                format_args!("add the child table whose rows count through `{}`: `follow = comments(post_id), through = {}(community_id)`", through.table, through.table),
             );
             wrong = true;
         }
@@ -156,6 +167,16 @@ pub fn checked(
             wrong = true;
         }
     }
+    let through = match &attr.through {
+        None => None,
+        Some(through) => match through_checked(attr, follow, through, errors) {
+            Some(checked) => Some(checked),
+            None => {
+                wrong = true;
+                None
+            }
+        },
+    };
     let filter: Vec<(Ident, bool)> = attr
         .filter
         .iter()
@@ -181,7 +202,56 @@ pub fn checked(
         record: attr.record.clone(),
         sum: attr.sum.clone(),
         filter,
+        through,
     }))
+}
+
+/// `through = posts(community_id)` against `follow`: one column of the table between, a child
+/// table with one key column, no `record`, and not the child table itself. `None`: reported.
+fn through_checked(
+    attr: &CounterAttr<'_>,
+    follow: &FollowAttr,
+    through: &FollowAttr,
+    errors: &mut Errors,
+) -> Option<(Ident, Ident)> {
+    let table = &through.table;
+    if attr.record.is_some() {
+        errors.at(
+            table,
+            "a counter of one record (`record`) counts every child row: it needs no table between",
+            format_args!("remove `through = {table}(…)`, or `record` and give the child's column: `follow = {}(post_id), through = {table}(community_id)`", follow.table),
+        );
+        return None;
+    }
+    if follow.key_columns.len() > 1 {
+        errors.at(
+            table,
+            "`through` passes one key column through a table between, and `follow` names several",
+            "a count through a table between needs a model with a one-column key, and one column of the child table that holds the primary key of the table between",
+        );
+        return None;
+    }
+    if *table == follow.table {
+        errors.at(
+            table,
+            format_args!("`through = {table}(…)` names the child table itself"),
+            format_args!("name the table that the child's column `{}` points into: `through = posts(community_id)`", follow.key_columns.first().map_or_else(|| "post_id".to_owned(), ToString::to_string)),
+        );
+        return None;
+    }
+    match through.key_columns.as_slice() {
+        [column] => Some((table.clone(), column.clone())),
+        _ => {
+            errors.at(
+                table,
+                format_args!(
+                    "`through = {table}(…)` names one column, the one that holds this model's key"
+                ),
+                THROUGH_FORM,
+            );
+            None
+        }
+    }
 }
 
 /// The help for a `follow` that names a column count other than the key's `len`: the form, with
@@ -232,11 +302,73 @@ pub fn spec(
         }
     };
     let key_columns = follow.key_columns.iter().zip(parent_keys).map(|(name, parent_key)| {
-        let parent_column = respan(&quote!(#krate::__private::ParentColumn), name.span());
-        column(name, &|checks| {
-            quote_spanned!(name.span()=> #checks::FollowKeyColumn<<#parent_key as #parent_column>::SqlType>)
-        })
+        match &follow.through {
+            // The child's column holds the key of the table between (its SQL type, a tuple's
+            // for a key of several columns, which the table's own check reports).
+            Some((table, _)) => {
+                let span = name.span();
+                let diesel = respan(&quote!(#krate::__private::diesel), span);
+                let table = respan(table, span);
+                column(name, &|checks| {
+                    quote_spanned!(span=> #checks::ThroughKeyColumn<
+                        <<#table::table as #diesel::Table>::PrimaryKey as #diesel::Expression>::SqlType
+                    >)
+                })
+            }
+            None => {
+                let parent_column = respan(&quote!(#krate::__private::ParentColumn), name.span());
+                column(name, &|checks| {
+                    quote_spanned!(name.span()=> #checks::FollowKeyColumn<<#parent_key as #parent_column>::SqlType>)
+                })
+            }
+        }
     });
+    // The table between: its primary key's name (read at the table, which must have a
+    // one-column key), and its column that holds the parent's key, of the key's type.
+    let through = match (&follow.through, parent_keys.first()) {
+        (Some((table, parent)), Some(parent_key)) => {
+            let span = parent.span();
+            let checks = respan(&quote!(#krate::__private::follow_check), span);
+            let parent_column = respan(&quote!(#krate::__private::ParentColumn), span);
+            // The table's one-column primary key, read at the table.
+            let key = {
+                let span = table.span();
+                let checks = respan(&quote!(#krate::__private::follow_check), span);
+                let diesel = respan(&quote!(#krate::__private::diesel), span);
+                quote_spanned! {span=>
+                    <<#table::table as #diesel::Table>::PrimaryKey as #checks::ThroughKey<#table::table>>
+                }
+            };
+            let table_at_column = respan(table, span);
+            let name = table.unraw().to_string();
+            let alias = quote_spanned!(table.span()=> __slotted_through_table);
+            // The column, checked at the user's column (its tokens, the key column's path
+            // apart, spanned there).
+            let column = quote_spanned! {span=>
+                {
+                    let () = <<#table_at_column::#parent as #checks::ThroughColumn<#table_at_column::table>>::SqlType
+                        as #checks::ThroughParentColumn<<#parent_key as #parent_column>::SqlType>>::CHECKED;
+                    <#table_at_column::#parent as #checks::ThroughColumn<#table_at_column::table>>::NAME
+                }
+            };
+            quote! {
+                ::core::option::Option::Some({
+                    #[allow(unused_imports)]
+                    use #table as #alias;
+                    {
+                        #[allow(unused_imports)]
+                        use #alias as #table;
+                        #checks::Through {
+                            table: #name,
+                            key: #key::NAME,
+                            column: #column,
+                        }
+                    }
+                })
+            }
+        }
+        _ => quote!(::core::option::Option::None),
+    };
     let sum = match &follow.sum {
         None => quote!(::core::option::Option::None),
         Some(name) => {
@@ -282,6 +414,7 @@ pub fn spec(
                     record: #record,
                     sum: #sum,
                     filter: &[#(#filter),*],
+                    through: #through,
                 }
             }
         })

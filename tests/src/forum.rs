@@ -10,6 +10,13 @@ diesel::table! {
     forum_posts (id) {
         id -> Integer,
         comments_count -> BigInt,
+        community_id -> Nullable<Integer>,
+    }
+}
+
+diesel::table! {
+    communities (id) {
+        id -> Integer,
     }
 }
 
@@ -73,11 +80,22 @@ pub struct Site {
     pub id: i32,
 }
 
+/// A community: the comments of its posts that are neither deleted nor removed. A comment names
+/// its post, and the post its community (Lemmy's `community_aggregates.comments`): the count
+/// passes through `forum_posts`, and follows a post that moves to another community.
+#[derive(Debug, Clone, Queryable, SlottedCounter)]
+#[diesel(table_name = communities)]
+#[slotted(counter = comments, slots = 16, follow = comments(post_id), through = forum_posts(community_id), filter(not(deleted), not(removed)))]
+pub struct Community {
+    pub id: i32,
+}
+
 /// Every counter of the forum.
 pub fn migrations() -> slotted_core::CounterMigrations {
     slotted_core::CounterMigrations::of::<ForumPost>()
         .and::<Author>()
         .and::<Site>()
+        .and::<Community>()
 }
 
 /// The forum's own tables, as the application's migrations would create them.
@@ -95,7 +113,12 @@ pub fn tables_sql(backend: &str) -> String {
         _ => "INTEGER PRIMARY KEY AUTOINCREMENT",
     };
     format!(
-        "CREATE TABLE forum_posts (id INTEGER PRIMARY KEY, comments_count BIGINT NOT NULL DEFAULT 0);
+        "CREATE TABLE forum_posts (
+             id INTEGER PRIMARY KEY,
+             comments_count BIGINT NOT NULL DEFAULT 0,
+             community_id INTEGER
+         );
+         CREATE TABLE communities (id INTEGER PRIMARY KEY);
          CREATE TABLE sites (id INTEGER PRIMARY KEY);
          CREATE TABLE authors (id INTEGER PRIMARY KEY);
          CREATE TABLE comments (
@@ -119,12 +142,24 @@ pub fn tables_sql(backend: &str) -> String {
 
 /// How many of slotted's follow triggers the database holds (`slotted_follow…`, on any table).
 pub fn follow_triggers<C: TestConnection>(conn: &mut C) -> i64 {
-    conn.query_i64(match C::NAME {
-        "postgres" => "SELECT COUNT(*) AS n FROM pg_trigger WHERE tgname LIKE 'slotted_follow%'",
-        "mysql" => {
-            "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.triggers \
-             WHERE trigger_schema = DATABASE() AND trigger_name LIKE 'slotted_follow%'"
+    follow_triggers_named(conn, "slotted_follow")
+}
+
+/// How many triggers whose names start with `prefix` the database holds, on any table.
+pub fn follow_triggers_named<C: TestConnection>(conn: &mut C, prefix: &str) -> i64 {
+    conn.query_i64(&match C::NAME {
+        "postgres" => {
+            format!("SELECT COUNT(*) AS n FROM pg_trigger WHERE starts_with(tgname, '{prefix}')")
         }
-        _ => "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'slotted_follow%'",
+        "mysql" => format!(
+            "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.triggers \
+             WHERE trigger_schema = DATABASE() AND LEFT(trigger_name, {len}) = '{prefix}'",
+            len = prefix.len()
+        ),
+        _ => format!(
+            "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'trigger' \
+             AND substr(name, 1, {len}) = '{prefix}'",
+            len = prefix.len()
+        ),
     })
 }

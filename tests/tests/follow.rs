@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use slotted_core::CounterMaintenance;
-use slotted_tests::forum::{self, Author, ForumPost, Site};
+use slotted_tests::forum::{self, Author, Community, ForumPost, Site};
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 
 backend_tests! {
@@ -25,7 +25,10 @@ backend_tests! {
 }
 
 const POSTS: [i32; 5] = [1, 2, 3, 4, 5];
+/// The posts counted: the five, and two that steps of the tests add (6, renumbered 7).
+const COUNTED_POSTS: [i32; 7] = [1, 2, 3, 4, 5, 6, 7];
 const AUTHORS: [i32; 3] = [1, 2, 3];
+const COMMUNITIES: [i32; 3] = [1, 2, 3];
 
 /// Counts per record: each parent of the test, 0 when it has none.
 #[derive(Debug, PartialEq, Eq, Default)]
@@ -35,6 +38,7 @@ struct Counts {
     author_comments: HashMap<i32, i64>,
     author_local: HashMap<i32, i64>,
     site: (i64, i64),
+    community_comments: HashMap<i32, i64>,
 }
 
 /// What the counts must be: the database's own `COUNT`s and `SUM`s over the child tables.
@@ -53,14 +57,14 @@ fn expected<C: TestConnection>(conn: &mut C) -> Counts {
     };
     Counts {
         post_comments: per(
-            &POSTS,
+            &COUNTED_POSTS,
             format!(
                 "SELECT CAST(post_id AS {int}) AS k, CAST(COUNT(*) AS {int}) AS n FROM comments \
                  WHERE post_id IS NOT NULL AND NOT deleted AND NOT removed GROUP BY post_id"
             ),
         ),
         post_score: per(
-            &POSTS,
+            &COUNTED_POSTS,
             format!(
                 "SELECT CAST(post_id AS {int}) AS k, CAST(SUM(score) AS {int}) AS n \
                  FROM post_votes GROUP BY post_id"
@@ -80,6 +84,15 @@ fn expected<C: TestConnection>(conn: &mut C) -> Counts {
                  FROM comments WHERE local GROUP BY author_id"
             ),
         ),
+        community_comments: per(
+            &COMMUNITIES,
+            format!(
+                "SELECT CAST(p.community_id AS {int}) AS k, CAST(COUNT(*) AS {int}) AS n \
+                 FROM comments c JOIN forum_posts p ON p.id = c.post_id \
+                 WHERE p.community_id IS NOT NULL AND NOT c.deleted AND NOT c.removed \
+                 GROUP BY p.community_id"
+            ),
+        ),
         site: (
             conn.query_i64(&format!(
                 "SELECT CAST(COUNT(*) AS {int}) AS n FROM comments"
@@ -94,14 +107,15 @@ fn expected<C: TestConnection>(conn: &mut C) -> Counts {
 /// What slotted counts: the counters' totals.
 fn counted<C: TestConnection>(conn: &mut C) -> Counts {
     Counts {
-        post_comments: ForumPost::comments_totals(&POSTS, conn).unwrap(),
-        post_score: ForumPost::score_totals(&POSTS, conn).unwrap(),
+        post_comments: ForumPost::comments_totals(&COUNTED_POSTS, conn).unwrap(),
+        post_score: ForumPost::score_totals(&COUNTED_POSTS, conn).unwrap(),
         author_comments: Author::comments_totals(&AUTHORS, conn).unwrap(),
         author_local: Author::local_comments_totals(&AUTHORS, conn).unwrap(),
         site: (
             Site::comments_of(1).total(conn).unwrap(),
             Site::local_comments_of(1).total(conn).unwrap(),
         ),
+        community_comments: Community::comments_totals(&COMMUNITIES, conn).unwrap(),
     }
 }
 
@@ -127,6 +141,11 @@ fn setup<C: TestConnection>(test: &str) -> Option<(TestDb, C)> {
     let db = TestDb::new::<C>(test)?;
     let mut conn = C::open(&db.url);
     forum::create_tables(&mut conn);
+    // The posts, in communities (post 5 in none): a comment counts for its post's community.
+    run(
+        &mut conn,
+        "INSERT INTO forum_posts (id, community_id) VALUES (1, 1), (2, 1), (3, 2), (4, 2), (5, NULL)",
+    );
     Some((db, conn))
 }
 
@@ -233,6 +252,57 @@ fn every_change_of_a_child_row_is_counted<C: TestConnection>(test: &str) {
             "every vote changed",
             "UPDATE post_votes SET score = 0 - score".to_owned(),
         ),
+        // Through the posts: a comment counts for its post's community, and follows the post.
+        (
+            "a post moved to another community",
+            "UPDATE forum_posts SET community_id = 3 WHERE id = 3".to_owned(),
+        ),
+        (
+            "a post taken out of every community",
+            "UPDATE forum_posts SET community_id = NULL WHERE id = 4".to_owned(),
+        ),
+        (
+            "a post put in a community",
+            "UPDATE forum_posts SET community_id = 2 WHERE id = 5".to_owned(),
+        ),
+        (
+            "posts of two communities moved in one statement",
+            "UPDATE forum_posts SET community_id = CASE community_id WHEN 1 THEN 2 ELSE 1 END \
+             WHERE community_id IN (1, 2)"
+                .to_owned(),
+        ),
+        (
+            "a column of the post no count reads",
+            "UPDATE forum_posts SET comments_count = 7".to_owned(),
+        ),
+        (
+            "comments on a post that does not exist yet",
+            "INSERT INTO comments (post_id, author_id) VALUES (6, 1), (6, 2)".to_owned(),
+        ),
+        (
+            "the post inserted, in a community",
+            "INSERT INTO forum_posts (id, community_id) VALUES (6, 3)".to_owned(),
+        ),
+        (
+            "a comment moved to a post of another community",
+            "UPDATE comments SET post_id = 6 WHERE post_id = 2".to_owned(),
+        ),
+        (
+            "the post's key changed",
+            "UPDATE forum_posts SET id = 7 WHERE id = 6".to_owned(),
+        ),
+        (
+            "its comments following it",
+            "UPDATE comments SET post_id = 7 WHERE post_id = 6".to_owned(),
+        ),
+        (
+            "a post deleted, its comments kept",
+            "DELETE FROM forum_posts WHERE id = 7".to_owned(),
+        ),
+        (
+            "a comment soft-deleted in a community",
+            "UPDATE comments SET deleted = TRUE WHERE post_id = 5".to_owned(),
+        ),
     ];
     for (step, sql) in steps {
         run(&mut conn, &sql);
@@ -307,9 +377,17 @@ fn concurrent_writers_beside_compaction_count_exactly<C: TestConnection>(test: &
                 forum::forum_posts_score_slots::table
                     .compact_all(16, &mut conn)
                     .expect("compaction beside the writers");
+                forum::communities_comments_slots::table
+                    .compact_all(16, &mut conn)
+                    .expect("compaction beside the writers");
                 // Beside writers, a page's one snapshot sees a child row and its count
-                // together: no drift, ever.
+                // together: no drift, ever. Through the posts too: a post's move and the
+                // counts it moves commit together.
                 let report = forum::forum_posts_comments_slots::table
+                    .verify_follow_all(2, &mut conn)
+                    .expect("verify beside the writers");
+                assert!(report.is_exact() && report.drifted == 0, "{report:?}");
+                let report = forum::communities_comments_slots::table
                     .verify_follow_all(2, &mut conn)
                     .expect("verify beside the writers");
                 assert!(report.is_exact() && report.drifted == 0, "{report:?}");
@@ -370,12 +448,26 @@ fn concurrent_writers_beside_compaction_count_exactly<C: TestConnection>(test: &
                         }
                         Ok(())
                     });
-                    match result {
-                        Ok(()) | Err(diesel::result::Error::RollbackTransaction) => {}
-                        // Two writers' row locks on the same comments: the database picks a
-                        // victim, as it would without the triggers.
-                        Err(e) if lost_a_lock_conflict(&e) => failed += 1,
-                        Err(e) => panic!("writer {w}, round {round}: {e}"),
+                    // A post moved to another community while others comment on it (an
+                    // administrator's move, a transaction of its own): its comments' count
+                    // moves with it, and a comment written meanwhile counts for the
+                    // community the post ends in.
+                    let moved = (round % 4 == 1).then(|| {
+                        let community = COMMUNITIES[(w + round) % COMMUNITIES.len()];
+                        conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                            conn.batch_execute(&format!(
+                                "UPDATE forum_posts SET community_id = {community} WHERE id = {other}"
+                            ))
+                        })
+                    });
+                    for result in [result.map(|_| ())].into_iter().chain(moved) {
+                        match result {
+                            Ok(()) | Err(diesel::result::Error::RollbackTransaction) => {}
+                            // Two writers' row locks on the same comments: the database picks a
+                            // victim, as it would without the triggers.
+                            Err(e) if lost_a_lock_conflict(&e) => failed += 1,
+                            Err(e) => panic!("writer {w}, round {round}: {e}"),
+                        }
                     }
                 }
                 failed
@@ -541,6 +633,7 @@ fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnec
             forum::authors_local_comments_slots::table.repair_follow_all(100, &mut conn),
             forum::sites_comments_slots::table.repair_follow_all(1, &mut conn),
             forum::sites_local_comments_slots::table.repair_follow_all(1, &mut conn),
+            forum::communities_comments_slots::table.repair_follow_all(100, &mut conn),
         ] {
             let repaired = repaired.unwrap();
             assert!(
@@ -625,6 +718,7 @@ fn the_triggers_of_a_table_no_longer_followed_are_reported<C: TestConnection>(te
         record: None,
         sum: None,
         filter: &[],
+        through: None,
     });
     conn.run_pending_migrations(slotted_core::CounterMigrations::new().with_spec(before))
         .expect("the counter, following replies");

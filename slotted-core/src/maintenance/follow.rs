@@ -14,6 +14,7 @@ use super::*;
 use crate::count::parse_total;
 use crate::follow::trigger_names;
 use crate::key::RawKey;
+use crate::migration::via_owner;
 use crate::reports::{Drift, FollowReport};
 use crate::sql::follow::{EnabledTriggers, VerifyPage, VerifyRow, Which};
 use crate::sql::write::AddToSlot;
@@ -34,18 +35,37 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
         refuse_read_only(exec, spec).await?;
     }
     let names = trigger_names(follow.table);
+    // Through a table between: its triggers too, which keep the count when its rows move.
+    let via = follow.through.map(|through| {
+        (
+            through.table,
+            trigger_names(&via_owner(follow.table, through.table)),
+        )
+    });
     let mut report = FollowReport {
-        triggers_expected: names.len() as u64,
+        triggers_expected: (names.len() + via.as_ref().map_or(0, |(_, v)| v.len())) as u64,
         ..FollowReport::default()
     };
     let counter = <E::Backend as crate::dialect::CounterBackend>::DIALECT.quote(spec.table);
-    let triggers = |which| EnabledTriggers {
-        child: follow.table,
+    let triggers = |child, which| EnabledTriggers {
+        child,
         which,
         counter: counter.clone(),
     };
-    report.triggers_enabled = count_triggers(exec, spec, triggers(Which::OnChild(names))).await?;
-    report.stray_triggers = count_triggers(exec, spec, triggers(Which::Elsewhere)).await?;
+    report.triggers_enabled =
+        count_triggers(exec, spec, triggers(follow.table, Which::OnChild(names))).await?;
+    let mut expected_elsewhere = Vec::new();
+    if let Some((table, names)) = via {
+        expected_elsewhere.clone_from(&names);
+        report.triggers_enabled +=
+            count_triggers(exec, spec, triggers(table, Which::OnChild(names))).await?;
+    }
+    report.stray_triggers = count_triggers(
+        exec,
+        spec,
+        triggers(follow.table, Which::Elsewhere(expected_elsewhere)),
+    )
+    .await?;
     let limit = i64::try_from(batch.clamp(1, MAX_PAGE)).unwrap_or(1);
     let mut after: Option<RawKey> = None;
     loop {

@@ -75,8 +75,45 @@ impl<'a> Followers<'a> {
                 spec.slots,
                 follow.record,
             ));
+            // Added only when given, so that the versions of the counters without it stay.
+            if let Some(through) = follow.through {
+                definition.push_str(&format!(
+                    "/through/{}/{}/{}",
+                    through.table, through.key, through.column
+                ));
+            }
         }
         definition
+    }
+
+    /// The tables between of the counters that count through one (`through = posts(…)`),
+    /// each once, in name order: each gets triggers of its own ([`through_triggers`]).
+    pub fn through_tables(&self) -> Vec<&'static str> {
+        let mut tables: Vec<&'static str> = self
+            .counters
+            .iter()
+            .filter_map(|(_, follow)| Some(follow.through?.table))
+            .collect();
+        tables.sort_unstable();
+        tables.dedup();
+        tables
+    }
+
+    /// The counters that count through `table`.
+    fn through(&self, table: &str) -> impl Iterator<Item = (&CounterSpec, &FollowSpec)> + '_ {
+        let table = table.to_owned();
+        self.counters
+            .iter()
+            .filter(move |(_, follow)| follow.through.is_some_and(|t| t.table == table))
+            .map(|(spec, follow)| (*spec, *follow))
+    }
+
+    /// The tables the migration holds writers off while it counts the rows already there: the
+    /// child table, then the tables between.
+    fn held_tables(&self) -> Vec<&'static str> {
+        std::iter::once(self.child)
+            .chain(self.through_tables())
+            .collect()
     }
 
     fn header(&self) -> String {
@@ -143,11 +180,35 @@ fn drop_triggers(child: &str, dialect: Dialect) -> String {
     drop_named(child, child, dialect)
 }
 
+/// The name the triggers on the table between `through` carry, for the counters of `child`:
+/// `slotted_follow_comments_via_posts_update`.
+pub(crate) fn via_owner(child: &str, through: &str) -> String {
+    format!("{child}_via_{through}")
+}
+
+/// Drops the triggers that the counters of `followers` put on their tables between.
+fn drop_via(followers: &Followers, dialect: Dialect) -> String {
+    followers
+        .through_tables()
+        .into_iter()
+        .map(|through| drop_named(through, &via_owner(followers.child, through), dialect))
+        .collect()
+}
+
+/// The removal of the triggers of `child`'s follow migration for the counters of `specs`: those
+/// on the child table, and those on the tables between of counters that count through one.
+pub(crate) fn down(child: &'static str, specs: &[CounterSpec], dialect: Dialect) -> String {
+    let mut sql = drop_triggers(child, dialect);
+    sql.push_str(&drop_via(&Followers::of(child, specs), dialect));
+    sql
+}
+
 /// The up migration's drops: the child table's triggers, and any of the one-set-per-counter
 /// triggers an earlier version of this library made for these counters (which would otherwise
 /// count every row twice).
 fn drop_before_up(followers: &Followers, dialect: Dialect) -> String {
     let mut sql = drop_triggers(followers.child, dialect);
+    sql.push_str(&drop_via(followers, dialect));
     for (spec, _) in &followers.counters {
         sql.push_str(&drop_named(followers.child, spec.table, dialect));
     }
@@ -188,7 +249,7 @@ fn backfill(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> String
     };
     format!(
         "INSERT INTO {table} ({columns}, {slot}, {count})\n\
-         SELECT {keys}, 0, SUM({delta}) FROM {child}\n\
+         SELECT {keys}, 0, SUM({delta}) FROM {child}{join}\n\
          WHERE {counts}\n\
          {group_by}\
          HAVING SUM({delta}) <> 0;\n",
@@ -202,6 +263,7 @@ fn backfill(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> String
         slot = q("slot"),
         count = q("count"),
         child = q(follow.table),
+        join = follow.join_sql(&alias, q),
         counts = follow.counts_sql(&alias, q),
     )
 }
@@ -221,10 +283,26 @@ fn add_to_slot(
     let slot = trigger_slot_sql(dialect, spec.slots);
     let columns: Vec<String> = spec.key_columns().iter().map(|c| q(c)).collect();
     let keys = row_keys(follow, dialect, row);
-    let source = match only_if {
-        None => format!("VALUES ({keys}, {slot}, {delta})"),
+    let lookup = follow.lookup_sql(row, q);
+    let source = match (only_if, lookup.is_empty()) {
+        (None, true) => format!("VALUES ({keys}, {slot}, {delta})"),
         // SQLite reads `INSERT … SELECT … ON CONFLICT` without a `WHERE` as a join's `ON`.
-        Some(condition) => format!("SELECT {keys}, {slot}, {delta} WHERE {condition}"),
+        (Some(condition), true) => format!("SELECT {keys}, {slot}, {delta} WHERE {condition}"),
+        // Through a table between: its row, read as it stands once no writer changes it (a
+        // share lock on MySQL and MariaDB, whose plain reads in `REPEATABLE READ` would see
+        // the transaction's snapshot). A move of that row to another parent waits for this
+        // transaction, then moves this child row's count with the others; one that came
+        // first has moved the row, and this count goes to its new parent.
+        (condition, false) => format!(
+            "SELECT {keys}, {slot}, {delta}{lookup}{and}{condition}{lock}",
+            and = if condition.is_some() { " AND " } else { "" },
+            condition = condition.unwrap_or_default(),
+            lock = if dialect == Dialect::Mysql {
+                " LOCK IN SHARE MODE"
+            } else {
+                ""
+            },
+        ),
     };
     let insert = format!(
         "INSERT INTO {table} ({columns}, {slot_column}, {count}) {source}",
@@ -234,8 +312,10 @@ fn add_to_slot(
         count = q("count"),
     );
     match dialect {
+        // The counter table named: a table between may have a `count` column of its own.
         Dialect::Mysql => format!(
-            "{insert} ON DUPLICATE KEY UPDATE {count} = {count} + ({delta})",
+            "{insert} ON DUPLICATE KEY UPDATE {table}.{count} = {table}.{count} + ({delta})",
+            table = q(spec.table),
             count = q("count")
         ),
         Dialect::Postgres | Dialect::Sqlite => format!(
@@ -294,11 +374,15 @@ fn postgres_up(followers: &Followers) -> String {
     let dialect = Dialect::Postgres;
     let q = |ident: &str| quote(dialect, ident);
     let function = q(&trigger_name(followers.child, ""));
-    let upserts = |sources: &dyn Fn(&FollowSpec) -> String| -> String {
-        followers
-            .counters
-            .iter()
-            .map(|(spec, follow)| pg_upsert(spec, follow, &sources(follow)))
+    let upserts = |sources: &dyn Fn(&FollowSpec) -> String, tables: &[&str]| -> String {
+        pg_lock_through(followers, tables)
+            .into_iter()
+            .chain(
+                followers
+                    .counters
+                    .iter()
+                    .map(|(spec, follow)| pg_upsert(spec, follow, &sources(follow))),
+            )
             .collect::<Vec<_>>()
             .join(";\n        ")
     };
@@ -324,7 +408,7 @@ fn postgres_up(followers: &Followers) -> String {
     let (declare, take) = pg_trigger_takes_index();
     format!(
         "{header}\
-         LOCK TABLE {child} IN SHARE ROW EXCLUSIVE MODE;\n\
+         LOCK TABLE {held} IN SHARE ROW EXCLUSIVE MODE;\n\
          {drop}\
          {empty}\
          CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $slotted$\n\
@@ -339,19 +423,314 @@ fn postgres_up(followers: &Followers) -> String {
              RETURN NULL;\n\
          END\n$slotted$;\n\
          {triggers}\
+         {via}\
          {backfills}",
         header = followers.header(),
-        child = q(followers.child),
         drop = drop_before_up(followers, dialect),
         empty = empty_tables(followers, dialect),
-        insert = upserts(&|follow| pg_changes(follow, "slotted_new", "")),
-        delete = upserts(&|follow| pg_changes(follow, "slotted_old", "-")),
-        update = upserts(&|follow| format!(
-            "{} UNION ALL {}",
-            pg_changes(follow, "slotted_new", ""),
-            pg_changes(follow, "slotted_old", "-")
-        )),
+        insert = upserts(
+            &|follow| pg_changes(follow, "slotted_new", ""),
+            &["slotted_new"]
+        ),
+        delete = upserts(
+            &|follow| pg_changes(follow, "slotted_old", "-"),
+            &["slotted_old"]
+        ),
+        update = upserts(
+            &|follow| format!(
+                "{} UNION ALL {}",
+                pg_changes(follow, "slotted_new", ""),
+                pg_changes(follow, "slotted_old", "-")
+            ),
+            &["slotted_new", "slotted_old"]
+        ),
+        held = followers
+            .held_tables()
+            .iter()
+            .map(|table| q(table))
+            .collect::<Vec<_>>()
+            .join(", "),
+        via = through_triggers(followers, dialect),
         backfills = backfills(followers, dialect),
+    )
+}
+
+/// PostgreSQL: `PERFORM 1 FROM "posts" WHERE "id" IN (SELECT "post_id" FROM slotted_new) ORDER
+/// BY "id" FOR SHARE`, once for each table between and the child's column that names its rows:
+/// the rows between of the statement's child rows, locked before their parents are read, in
+/// key order. A move of such a row to another parent then waits for this transaction and
+/// counts its child rows after it; a move that came first is committed before the lock is
+/// granted, and the plpgsql statements after it (each with a snapshot of its own in `READ
+/// COMMITTED`) read the new parent. Without the lock, a post moved by one transaction while
+/// another adds a comment to it would leave the comment counted for the old community.
+fn pg_lock_through(followers: &Followers, tables: &[&str]) -> Vec<String> {
+    let q = |ident: &str| quote(Dialect::Postgres, ident);
+    let mut locks: Vec<String> = Vec::new();
+    for (_, follow) in &followers.counters {
+        let Some(through) = follow.through else {
+            continue;
+        };
+        let child_key = q(follow.key_columns[0]);
+        let rows: Vec<String> = tables
+            .iter()
+            .map(|table| format!("SELECT {child_key} FROM {table}"))
+            .collect();
+        let lock = format!(
+            "PERFORM 1 FROM {table} WHERE {key} IN ({rows}) ORDER BY {key} FOR SHARE",
+            table = q(through.table),
+            key = q(through.key),
+            rows = rows.join(" UNION "),
+        );
+        if !locks.contains(&lock) {
+            locks.push(lock);
+        }
+    }
+    locks
+}
+
+/// The triggers on each table between (`through = posts(community_id)`), which keep the counts
+/// of the counters of `followers` that pass through it when its rows change: a row inserted
+/// takes on the child rows that already name it; one whose parent column (or key) changes
+/// moves its counted child rows from the old parent to the new; one deleted takes them away
+/// from its parent. Row triggers, which read the child rows of that row (an index on the
+/// child's column keeps this a lookup), and write into the writer's slot like the child
+/// table's triggers.
+///
+/// The update and delete triggers run `BEFORE`: a foreign key's `ON DELETE CASCADE` (or `ON
+/// UPDATE CASCADE`) changes the child rows after the row between has gone (or changed), and
+/// their own triggers then find it no longer there (or count for the new parent); before, the
+/// row's child rows are all still its own.
+fn through_triggers(followers: &Followers, dialect: Dialect) -> String {
+    followers
+        .through_tables()
+        .into_iter()
+        .map(|through| match dialect {
+            Dialect::Postgres => postgres_through(followers, through),
+            Dialect::Mysql => mysql_through(followers, through),
+            Dialect::Sqlite => sqlite_through(followers, through),
+        })
+        .collect()
+}
+
+/// The watched columns of the table between `through` (its key and each parent column), and
+/// the condition under which an update changes a parent: `OLD."id" IS DISTINCT FROM NEW."id"
+/// OR …` (`<=>` on MySQL).
+fn through_changes(followers: &Followers, through: &str, dialect: Dialect) -> (String, String) {
+    let mut columns: Vec<&str> = Vec::new();
+    for (_, follow) in followers.through(through) {
+        let Some(t) = follow.through else { continue };
+        for column in [t.key, t.column] {
+            if !columns.contains(&column) {
+                columns.push(column);
+            }
+        }
+    }
+    let changed: Vec<String> = columns
+        .iter()
+        .map(|column| {
+            let column = quote(dialect, column);
+            match dialect {
+                Dialect::Mysql => format!("NOT (OLD.{column} <=> NEW.{column})"),
+                Dialect::Postgres | Dialect::Sqlite => {
+                    format!("OLD.{column} IS DISTINCT FROM NEW.{column}")
+                }
+            }
+        })
+        .collect();
+    let columns: Vec<String> = columns.iter().map(|c| quote(dialect, c)).collect();
+    (columns.join(", "), changed.join(" OR "))
+}
+
+/// `INSERT INTO t (record_id, slot, count) SELECT R."community_id", <slot>, <sign>slotted_s
+/// FROM (SELECT SUM(<delta>) AS slotted_s FROM "comments" AS slotted_c WHERE
+/// slotted_c."post_id" = R."id" AND <counts>) AS slotted_sum WHERE slotted_s <> 0 AND
+/// R."community_id" IS NOT NULL ON CONFLICT …`: the counted child rows of the row between `row`
+/// (`NEW` or `OLD`), added to (or, with `sign` `-`, taken from) its parent. PostgreSQL and
+/// SQLite.
+fn through_add(
+    spec: &CounterSpec,
+    follow: &FollowSpec,
+    dialect: Dialect,
+    row: &str,
+    sign: &str,
+) -> String {
+    let q = |ident: &str| quote(dialect, ident);
+    let Some(through) = follow.through else {
+        return String::new();
+    };
+    let parent = format!("{row}.{}", q(through.column));
+    let columns: Vec<String> = spec.key_columns().iter().map(|c| q(c)).collect();
+    format!(
+        "INSERT INTO {table} ({columns}, {slot}, {count}) \
+         SELECT {parent}, {slot_value}, {sign}slotted_s FROM (SELECT SUM({delta}) AS slotted_s \
+         FROM {child} AS slotted_c WHERE slotted_c.{child_key} = {row}.{key} AND {counts}) AS slotted_sum \
+         WHERE slotted_s <> 0 AND {parent} IS NOT NULL \
+         ON CONFLICT ({columns}, {slot}) DO UPDATE SET {count} = {table}.{count} + excluded.{count}",
+        table = q(spec.table),
+        columns = columns.join(", "),
+        slot = q("slot"),
+        count = q("count"),
+        slot_value = trigger_slot_sql(dialect, spec.slots),
+        delta = follow.delta_sql("slotted_c", q),
+        child = q(follow.table),
+        child_key = q(follow.key_columns[0]),
+        key = q(through.key),
+        counts = follow.counts_sql("slotted_c", q),
+    )
+}
+
+/// PostgreSQL: one row-trigger function for the table between `through`, run `AFTER INSERT`,
+/// `BEFORE UPDATE OF` its watched columns (when one of them changes) and `BEFORE DELETE`.
+fn postgres_through(followers: &Followers, through: &'static str) -> String {
+    let dialect = Dialect::Postgres;
+    let q = |ident: &str| quote(dialect, ident);
+    let owner = via_owner(followers.child, through);
+    let function = q(&trigger_name(&owner, ""));
+    let adds = |row: &str, sign: &str| -> String {
+        followers
+            .through(through)
+            .map(|(spec, follow)| {
+                format!(
+                    "{};\n        ",
+                    through_add(spec, follow, dialect, row, sign)
+                )
+            })
+            .collect()
+    };
+    let (declare, take) = pg_trigger_takes_index();
+    let (columns, changed) = through_changes(followers, through, dialect);
+    let table = q(through);
+    format!(
+        "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $slotted$\n\
+         DECLARE\n    \
+             {declare}\
+         BEGIN\n    \
+             {take}    \
+             IF TG_OP = 'INSERT' THEN\n        {insert}RETURN NULL;\n    \
+             ELSIF TG_OP = 'DELETE' THEN\n        {delete}RETURN OLD;\n    \
+             END IF;\n    \
+             {update_old}{update_new}RETURN NEW;\n\
+         END\n$slotted$;\n\
+         CREATE TRIGGER {insert_trigger} AFTER INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION {function}();\n\
+         CREATE TRIGGER {update_trigger} BEFORE UPDATE OF {columns} ON {table} FOR EACH ROW\n    \
+             WHEN ({changed}) EXECUTE FUNCTION {function}();\n\
+         CREATE TRIGGER {delete_trigger} BEFORE DELETE ON {table} FOR EACH ROW EXECUTE FUNCTION {function}();\n",
+        insert = adds("NEW", ""),
+        delete = adds("OLD", "-"),
+        update_old = adds("OLD", "-").replace("\n        ", "\n    "),
+        update_new = adds("NEW", "").replace("\n        ", "\n    "),
+        insert_trigger = q(&trigger_name(&owner, "insert")),
+        update_trigger = q(&trigger_name(&owner, "update")),
+        delete_trigger = q(&trigger_name(&owner, "delete")),
+    )
+}
+
+/// MySQL: row triggers on the table between `through`, `AFTER INSERT`, `BEFORE UPDATE` (doing
+/// something when a watched column changes) and `BEFORE DELETE`. The child rows are read with
+/// a share lock: a child row written meanwhile by another transaction waits for this one, or
+/// is counted here.
+fn mysql_through(followers: &Followers, through: &'static str) -> String {
+    let dialect = Dialect::Mysql;
+    let q = |ident: &str| quote(dialect, ident);
+    let owner = via_owner(followers.child, through);
+    let adds = |row: &str, sign: &str| -> String {
+        followers
+            .through(through)
+            .map(|(spec, follow)| {
+                let Some(t) = follow.through else {
+                    return String::new();
+                };
+                let child = q(follow.table);
+                let parent = format!("{row}.{}", q(t.column));
+                format!(
+                    "    SELECT COALESCE(SUM({delta}), 0) INTO slotted_s FROM {child} \
+                     WHERE {child}.{child_key} = {row}.{key} AND {counts} LOCK IN SHARE MODE;\n    \
+                     IF slotted_s <> 0 AND {parent} IS NOT NULL THEN\n        \
+                         INSERT INTO {table} ({column}, {slot}, {count}) VALUES ({parent}, {slot_value}, {sign}slotted_s) \
+                         ON DUPLICATE KEY UPDATE {table}.{count} = {table}.{count} + ({sign}slotted_s);\n    \
+                     END IF;\n",
+                    delta = follow.delta_sql(&child, q),
+                    child_key = q(follow.key_columns[0]),
+                    key = q(t.key),
+                    counts = follow.counts_sql(&child, q),
+                    table = q(spec.table),
+                    column = spec.key_columns().iter().map(|c| q(c)).collect::<Vec<_>>().join(", "),
+                    slot = q("slot"),
+                    count = q("count"),
+                    slot_value = trigger_slot_sql(dialect, spec.slots),
+                )
+            })
+            .collect()
+    };
+    let (_, changed) = through_changes(followers, through, dialect);
+    let take = format!("    {};\n", mysql_trigger_takes_index());
+    let trigger = |suffix: &str, when: &str, event: &str, body: String| {
+        format!(
+            "CREATE TRIGGER {name} {when} {event} ON {table} FOR EACH ROW\n\
+             BEGIN\n    \
+                 DECLARE slotted_s BIGINT DEFAULT 0;\n\
+             {body}END;\n",
+            name = q(&trigger_name(&owner, suffix)),
+            table = q(through),
+        )
+    };
+    // Every other update of the table between (a roll-up into one of its columns, say) does
+    // nothing, and takes no writer index.
+    let indent = |body: String| {
+        body.replace("\n    ", "\n        ")
+            .replacen("    ", "        ", 1)
+    };
+    let update = format!(
+        "    IF {changed} THEN\n{take}{old}{new}    END IF;\n",
+        take = indent(take.clone()),
+        old = indent(adds("OLD", "-")),
+        new = indent(adds("NEW", "")),
+    );
+    [
+        trigger(
+            "insert",
+            "AFTER",
+            "INSERT",
+            format!("{take}{}", adds("NEW", "")),
+        ),
+        trigger("update", "BEFORE", "UPDATE", update),
+        trigger(
+            "delete",
+            "BEFORE",
+            "DELETE",
+            format!("{take}{}", adds("OLD", "-")),
+        ),
+    ]
+    .concat()
+}
+
+/// SQLite: row triggers on the table between `through`, `AFTER INSERT`, `BEFORE UPDATE OF` its
+/// watched columns (when one changes) and `BEFORE DELETE`.
+fn sqlite_through(followers: &Followers, through: &'static str) -> String {
+    let dialect = Dialect::Sqlite;
+    let q = |ident: &str| quote(dialect, ident);
+    let owner = via_owner(followers.child, through);
+    let adds = |row: &str, sign: &str| -> String {
+        followers
+            .through(through)
+            .map(|(spec, follow)| {
+                format!("    {};\n", through_add(spec, follow, dialect, row, sign))
+            })
+            .collect()
+    };
+    let (columns, changed) = through_changes(followers, through, dialect);
+    let table = q(through);
+    format!(
+        "CREATE TRIGGER {insert_trigger} AFTER INSERT ON {table} FOR EACH ROW\nBEGIN\n{insert}END;\n\
+         CREATE TRIGGER {update_trigger} BEFORE UPDATE OF {columns} ON {table} FOR EACH ROW WHEN {changed}\nBEGIN\n{old}{new}END;\n\
+         CREATE TRIGGER {delete_trigger} BEFORE DELETE ON {table} FOR EACH ROW\nBEGIN\n{delete}END;\n",
+        insert = adds("NEW", ""),
+        old = adds("OLD", "-"),
+        new = adds("NEW", ""),
+        delete = adds("OLD", "-"),
+        insert_trigger = q(&trigger_name(&owner, "insert")),
+        update_trigger = q(&trigger_name(&owner, "update")),
+        delete_trigger = q(&trigger_name(&owner, "delete")),
     )
 }
 
@@ -368,8 +747,9 @@ fn pg_changes(follow: &FollowSpec, table: &str, sign: &str) -> String {
         .map(|(i, key)| format!("{key} AS slotted_k{}", i + 1))
         .collect();
     format!(
-        "SELECT {parent}, {sign}{delta} AS slotted_d FROM {table} AS {alias} WHERE {counts}",
+        "SELECT {parent}, {sign}{delta} AS slotted_d FROM {table} AS {alias}{join} WHERE {counts}",
         parent = parent.join(", "),
+        join = follow.join_sql(alias, q),
         delta = follow.delta_sql(alias, q),
         counts = follow.counts_sql(alias, q),
     )
@@ -468,7 +848,9 @@ fn mysql_up(followers: &Followers) -> String {
         take = mysql_trigger_takes_index(),
         child = q(followers.child),
     );
-    let tables: Vec<String> = std::iter::once(followers.child)
+    let tables: Vec<String> = followers
+        .held_tables()
+        .into_iter()
         .chain(followers.counters.iter().map(|(spec, _)| spec.table))
         .map(|table| format!("{} WRITE", q(table)))
         .collect();
@@ -478,12 +860,14 @@ fn mysql_up(followers: &Followers) -> String {
          {drop}\
          {empty}\
          {insert}{update}{delete}\
+         {via}\
          {backfills}\
          UNLOCK TABLES;\n",
         header = followers.header(),
         tables = tables.join(", "),
         drop = drop_before_up(followers, dialect),
         empty = empty_tables(followers, dialect),
+        via = through_triggers(followers, dialect),
         backfills = backfills(followers, dialect),
     )
 }
@@ -574,13 +958,14 @@ fn sqlite_up(followers: &Followers) -> String {
         // through the busy timeout; `DROP TRIGGER IF EXISTS` first would read the schema in a
         // snapshot, and the transaction's first write would then fail at once with `database
         // is locked` whenever a writer of the child table committed in between.
-        "{header}{empty}{drop}{insert}{update}{delete}{backfills}",
+        "{header}{empty}{drop}{insert}{update}{delete}{via}{backfills}",
         header = followers.header(),
         empty = empty_tables(followers, dialect),
         drop = drop_before_up(followers, dialect),
         insert = trigger("insert", "INSERT", &insert),
         update = trigger("update", &update_event, &update),
         delete = trigger("delete", "DELETE", &delete),
+        via = through_triggers(followers, dialect),
         backfills = backfills(followers, dialect),
     )
 }
@@ -603,6 +988,7 @@ mod tests {
         record: None,
         sum: None,
         filter: &[("deleted", false), ("removed", false)],
+        through: None,
     };
 
     const SCORE: FollowSpec = FollowSpec {
@@ -611,6 +997,7 @@ mod tests {
         record: None,
         sum: Some("score"),
         filter: &[],
+        through: None,
     };
 
     fn spec(table: &'static str, follow: FollowSpec) -> CounterSpec {
@@ -662,6 +1049,7 @@ mod tests {
             record: Some(1),
             sum: None,
             filter: &[("local", true)],
+            through: None,
         };
         let specs = [
             spec("sites_comments_slots", site),
@@ -699,6 +1087,45 @@ mod tests {
                 "{dialect:?}: {up}"
             );
         }
+    }
+
+    #[test]
+    fn a_count_through_a_table_between_puts_triggers_on_it_too() {
+        let through = FollowSpec {
+            through: Some(crate::follow::Through {
+                table: "posts",
+                key: "id",
+                column: "community_id",
+            }),
+            ..COMMENTS
+        };
+        let specs = [spec("communities_comments_slots", through)];
+        for dialect in [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite] {
+            let up = follow_up_sql("comments", &specs, dialect);
+            assert_eq!(up.matches("CREATE TRIGGER").count(), 6, "{dialect:?}: {up}");
+            let on_posts = format!("ON {} FOR EACH ROW", quote(dialect, "posts"));
+            assert_eq!(up.matches(&on_posts).count(), 3, "{dialect:?}: {up}");
+            // The moves and deletes of a post run before the row changes, so that a
+            // cascade's changes of its comments come after.
+            assert!(up.contains("BEFORE DELETE"), "{dialect:?}: {up}");
+            let down = down("comments", &specs, dialect);
+            assert_eq!(
+                down.matches("DROP TRIGGER").count(),
+                6,
+                "{dialect:?}: {down}"
+            );
+        }
+        let up = follow_up_sql("comments", &specs, Dialect::Postgres);
+        assert!(
+            up.contains(r#"LOCK TABLE "comments", "posts" IN SHARE ROW EXCLUSIVE MODE"#),
+            "{up}"
+        );
+        assert!(
+            up.contains(r#"ORDER BY "id" FOR SHARE"#),
+            "the posts of a statement's comments are locked in key order: {up}"
+        );
+        let up = follow_up_sql("comments", &specs, Dialect::Mysql);
+        assert!(up.contains("LOCK IN SHARE MODE"), "{up}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod follow;
 
 pub use crate::error::DieselCliChange;
 pub use diesel_files::{DieselCliFiles, MigrationFolder, PrintSchemaSection};
+pub(crate) use follow::via_owner;
 pub use follow::{follow_down_sql, follow_up_sql};
 
 /// The migrations of a set of counter tables, one migration per table.
@@ -150,7 +151,7 @@ impl Table {
             Table::Unsettled(spec) => unsettled_down_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::down_sql(dialect),
             Table::Columns => crate::sql::adopt::down_sql(dialect),
-            Table::Follow { child, .. } => follow_down_sql(child, dialect),
+            Table::Follow { child, specs } => follow::down(child, specs, dialect),
         }
     }
 }

@@ -69,17 +69,19 @@ impl<DB: CounterBackend> QueryFragment<DB> for VerifyPage<'_> {
             out.push_identifier(column)?;
         }
         out.push_sql(&format!(
-            ", 0 AS {HAVE}, {} AS {WANT} FROM {child} WHERE ",
-            self.follow.delta_sql(&child, quote)
+            ", 0 AS {HAVE}, {} AS {WANT} FROM {child}{} WHERE ",
+            self.follow.delta_sql(&child, quote),
+            self.follow.join_sql(&child, quote),
         ));
         if let Some(after) = &self.after {
-            match self.follow.record {
-                // One record: past it, nothing.
-                Some(record) => {
-                    out.push_sql(&format!("{record} > "));
+            match (self.follow.record, self.follow.through) {
+                // One record: past it, nothing. Through a table between: past the key in its
+                // column (one column).
+                (Some(_), _) | (None, Some(_)) => {
+                    out.push_sql(&format!("{} > ", parent[0]));
                     DB::push_key_part(&mut out, &after.parts()[0])?;
                 }
-                None => push_key_after(&mut out, self.follow.key_columns, after)?,
+                (None, None) => push_key_after(&mut out, self.follow.key_columns, after)?,
             }
             out.push_sql(" AND ");
         }
@@ -136,9 +138,10 @@ pub(crate) struct EnabledTriggers<'a> {
 pub(crate) enum Which {
     /// These, on the child table.
     OnChild(Vec<String>),
-    /// slotted's follow triggers (`slotted_follow…`) on any other table, which should write
+    /// slotted's follow triggers (`slotted_follow…`) on any other table, but for these names
+    /// (the triggers of a count through a table between, on that table), which should write
     /// into no counter table that follows `child`.
-    Elsewhere,
+    Elsewhere(Vec<String>),
 }
 
 impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
@@ -166,7 +169,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
         DB::push_text(&mut out, &self.counter)?;
         let names = match &self.which {
             Which::OnChild(names) => names,
-            Which::Elsewhere => {
+            Which::Elsewhere(expected) => {
                 out.push_sql(match DB::DIALECT {
                     Dialect::Postgres => ") > 0 AND c.relname <> ",
                     Dialect::Mysql => ", action_statement) > 0 AND event_object_table <> ",
@@ -178,6 +181,20 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
                     Dialect::Mysql => " AND trigger_name LIKE 'slotted\\_follow\\_%'",
                     Dialect::Sqlite => " AND name LIKE 'slotted\\_follow\\_%' ESCAPE '\\'",
                 });
+                if !expected.is_empty() {
+                    out.push_sql(match DB::DIALECT {
+                        Dialect::Postgres => " AND t.tgname NOT IN (",
+                        Dialect::Mysql => " AND trigger_name NOT IN (",
+                        Dialect::Sqlite => " AND name NOT IN (",
+                    });
+                    for (i, name) in expected.iter().enumerate() {
+                        if i > 0 {
+                            out.push_sql(", ");
+                        }
+                        DB::push_text(&mut out, name)?;
+                    }
+                    out.push_sql(")");
+                }
                 return Ok(());
             }
         };

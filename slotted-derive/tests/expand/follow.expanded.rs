@@ -67,6 +67,7 @@ impl ::slotted_core::CounterTable for posts_comments_slots::table {
                             false,
                         ),
                     ],
+                    through: ::core::option::Option::None,
                 }
             }
         }),
@@ -174,6 +175,7 @@ impl ::slotted_core::CounterTable for posts_score_slots::table {
                         >>::NAME
                     }),
                     filter: &[],
+                    through: ::core::option::Option::None,
                 }
             }
         }),
