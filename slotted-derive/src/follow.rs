@@ -341,7 +341,6 @@ pub fn spec(
             };
             let table_at_column = respan(table, span);
             let name = table.unraw().to_string();
-            let alias = quote_spanned!(table.span()=> __slotted_through_table);
             // The column, checked at the user's column (its tokens, the key column's path
             // apart, spanned there).
             let column = quote_spanned! {span=>
@@ -351,19 +350,14 @@ pub fn spec(
                     <#table_at_column::#parent as #checks::ThroughColumn<#table_at_column::table>>::NAME
                 }
             };
+            // Its paths, not an import of it as the child table's are: a `use` of a name that a
+            // macro in the same module also defines (a `table!` beside a glob import of another
+            // `posts`) is ambiguous to rustc.
             quote! {
-                ::core::option::Option::Some({
-                    #[allow(unused_imports)]
-                    use #table as #alias;
-                    {
-                        #[allow(unused_imports)]
-                        use #alias as #table;
-                        #checks::Through {
-                            table: #name,
-                            key: #key::NAME,
-                            column: #column,
-                        }
-                    }
+                ::core::option::Option::Some(#checks::Through {
+                    table: #name,
+                    key: #key::NAME,
+                    column: #column,
                 })
             }
         }

@@ -1423,7 +1423,7 @@ mod galera {
     /// drift on any node.
     #[test]
     fn counters_that_follow_a_child_table_count_exactly_on_every_node() {
-        use slotted_tests::forum::{self, Author, ForumPost, Site};
+        use slotted_tests::forum::{self, Author, Community, ForumPost, Site};
         let Some(cluster) = Cluster::migrated("follow") else {
             return;
         };
@@ -1433,7 +1433,8 @@ mod galera {
         forum::create_tables(&mut setup);
         setup
             .batch_execute(
-                "INSERT INTO comments (post_id, author_id) VALUES (1, 1), (2, 2), (NULL, 3)",
+                "INSERT INTO comments (post_id, author_id) VALUES (1, 1), (2, 2), (NULL, 3);
+                 INSERT INTO forum_posts (id, community_id) VALUES (1, 1), (2, 1), (3, 2);",
             )
             .unwrap();
         setup
@@ -1522,6 +1523,8 @@ mod galera {
                 ForumPost::score_totals(&posts, c).unwrap(),
                 Author::comments_totals(&authors, c).unwrap(),
                 Site::local_comments_of(1).total(c).unwrap(),
+                // Through the posts (read with a share lock, which no other node sees).
+                Community::comments_totals(&[1, 2, 3], c).unwrap(),
             )
         });
         let pairs = |c: &mut MysqlConnection, sql: &str| -> HashMap<i32, i64> {
@@ -1537,6 +1540,7 @@ mod galera {
                 pairs(c, "SELECT CAST(post_id AS SIGNED) AS k, CAST(SUM(score) AS SIGNED) AS n FROM post_votes GROUP BY post_id"),
                 pairs(c, "SELECT CAST(author_id AS SIGNED) AS k, CAST(COUNT(*) AS SIGNED) AS n FROM comments GROUP BY author_id"),
                 c.query_i64("SELECT CAST(COUNT(*) AS SIGNED) AS n FROM comments WHERE local AND NOT deleted"),
+                pairs(c, "SELECT CAST(p.community_id AS SIGNED) AS k, CAST(COUNT(*) AS SIGNED) AS n FROM comments c JOIN forum_posts p ON p.id = c.post_id WHERE NOT c.deleted AND NOT c.removed GROUP BY p.community_id"),
             )
         });
         assert_eq!(
@@ -1544,14 +1548,19 @@ mod galera {
             "the counts equal the child rows on every node"
         );
         for node in cluster.nodes() {
-            let report = forum::forum_posts_comments_slots::table
-                .verify_follow_all(2, &mut cluster.open(node))
-                .unwrap();
-            assert!(
-                report.is_exact() && report.drifted == 0,
-                "node {}: {report:?}",
-                node + 1
-            );
+            for report in [
+                forum::forum_posts_comments_slots::table
+                    .verify_follow_all(2, &mut cluster.open(node)),
+                forum::communities_comments_slots::table
+                    .verify_follow_all(2, &mut cluster.open(node)),
+            ] {
+                let report = report.unwrap();
+                assert!(
+                    report.is_exact() && report.drifted == 0,
+                    "node {}: {report:?}",
+                    node + 1
+                );
+            }
         }
         assert_eq!(
             conflicts, 0,

@@ -57,29 +57,21 @@ impl ::slotted_core::CounterTable for communities_comments_slots::table {
                             false,
                         ),
                     ],
-                    through: ::core::option::Option::Some({
-                        #[allow(unused_imports)]
-                        use posts as __slotted_through_table;
-                        {
-                            #[allow(unused_imports)]
-                            use __slotted_through_table as posts;
-                            ::slotted_core::__private::follow_check::Through {
-                                table: "posts",
-                                key: <<posts::table as ::slotted_core::__private::diesel::Table>::PrimaryKey as ::slotted_core::__private::follow_check::ThroughKey<
-                                    posts::table,
-                                >>::NAME,
-                                column: {
-                                    let () = <<posts::community_id as ::slotted_core::__private::follow_check::ThroughColumn<
-                                        posts::table,
-                                    >>::SqlType as ::slotted_core::__private::follow_check::ThroughParentColumn<
-                                        <communities::id as ::slotted_core::__private::ParentColumn>::SqlType,
-                                    >>::CHECKED;
-                                    <posts::community_id as ::slotted_core::__private::follow_check::ThroughColumn<
-                                        posts::table,
-                                    >>::NAME
-                                },
-                            }
-                        }
+                    through: ::core::option::Option::Some(::slotted_core::__private::follow_check::Through {
+                        table: "posts",
+                        key: <<posts::table as ::slotted_core::__private::diesel::Table>::PrimaryKey as ::slotted_core::__private::follow_check::ThroughKey<
+                            posts::table,
+                        >>::NAME,
+                        column: {
+                            let () = <<posts::community_id as ::slotted_core::__private::follow_check::ThroughColumn<
+                                posts::table,
+                            >>::SqlType as ::slotted_core::__private::follow_check::ThroughParentColumn<
+                                <communities::id as ::slotted_core::__private::ParentColumn>::SqlType,
+                            >>::CHECKED;
+                            <posts::community_id as ::slotted_core::__private::follow_check::ThroughColumn<
+                                posts::table,
+                            >>::NAME
+                        },
                     }),
                 }
             }
