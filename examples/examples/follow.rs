@@ -3,21 +3,24 @@
 //! counted four ways in one run, rounds rotated:
 //!
 //! - `follow`: the library's counters, `#[derive(SlottedCounter)]` with `follow =
-//!   comments(post_id)` (the post), `follow = comments(author_id)` (the author) and `follow =
-//!   comments, record = 1` (the site), 32 slots each, migrated with `CounterMigrations`: the
-//!   triggers are the library's own;
+//!   comments(post_id)` (the post), `follow = comments(author_id)` (the author), `follow =
+//!   comments(post_id), through = posts(community_id)` (the community) and `follow = comments,
+//!   record = 1` (the site), 32 slots each, migrated with `CounterMigrations`: the triggers are
+//!   the library's own;
 //! - `hot-row`: Lemmy's shape, a hand-written row trigger that runs `UPDATE post_aggregates SET
-//!   comments = comments + 1 …` and the same on the author's and the site's aggregate row;
+//!   comments = comments + 1 …` and the same on the author's, the community's and the site's
+//!   aggregate row;
 //! - `private`: a hand-written row trigger upserting rows private to each client (keyed by
 //!   `pg_backend_pid()` / `CONNECTION_ID()`): the ceiling of counting in a trigger;
 //! - `none`: no trigger (and, on PostgreSQL when `pgbench` is installed, the same `none`
 //!   transaction run by pgbench: the raw client's anchor).
 //!
-//! Every counting mode counts the same three things per comment: its author, its post (both
-//! while the comment is neither `deleted` nor `removed`) and the site (while it is `local`). The
-//! community (through the post) is counted by none of them: the library cannot count through the
-//! post yet, and the anchors leave it out to compare like with like (the prototype in
-//! `docs/bench/follow-prototype` counted it in every mode).
+//! Every counting mode counts the same four things per comment: its author, its post, its
+//! post's community (the three while the comment is neither `deleted` nor `removed`) and the
+//! site (while it is `local`), as the issue's measurement did. The library counts the community
+//! `through = posts(community_id)`, and so reads the post with a share lock (a post moved
+//! meanwhile would otherwise take its comments' count wrong); the anchors read the post's
+//! community plainly, as Lemmy's trigger does, and handle no move.
 //!
 //! Between modes the triggers are dropped and created (each mode's DDL in its own function:
 //! `install`, `remove_all`) and the tables emptied. After every run the counts must be exact, or
@@ -67,6 +70,13 @@ diesel::table! {
 diesel::table! {
     posts (id) {
         id -> Integer,
+        community_id -> Integer,
+    }
+}
+
+diesel::table! {
+    communities (id) {
+        id -> Integer,
     }
 }
 
@@ -99,6 +109,15 @@ pub struct User {
     pub id: i32,
 }
 
+/// A community: the comments of its posts (`community_aggregates.comments`), through the post.
+#[derive(SlottedCounter)]
+#[diesel(table_name = communities)]
+#[slotted(counter = comments, slots = 32, follow = comments(post_id), through = posts(community_id), filter(not(deleted), not(removed)))]
+pub struct Community {
+    #[allow(dead_code)]
+    pub id: i32,
+}
+
 /// The site: one record, 1, that every local comment counts for (`site_aggregates.comments`).
 #[derive(SlottedCounter)]
 #[diesel(table_name = sites)]
@@ -109,12 +128,16 @@ pub struct Site {
 }
 
 fn migrations() -> CounterMigrations {
-    CounterMigrations::of::<Post>().and::<User>().and::<Site>()
+    CounterMigrations::of::<Post>()
+        .and::<User>()
+        .and::<Community>()
+        .and::<Site>()
 }
 
 const HOT_POSTS: i32 = 5;
 const POSTS: i32 = 1_000;
 const USERS: i32 = 1_000;
+const COMMUNITIES: i32 = 10;
 const HOLD: Duration = Duration::from_millis(2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,7 +280,9 @@ impl Server for diesel::PgConnection {
         CREATE TABLE post_aggregates (post_id INTEGER PRIMARY KEY, comments BIGINT NOT NULL DEFAULT 0);
         CREATE TABLE person_aggregates (person_id INTEGER PRIMARY KEY, comment_count BIGINT NOT NULL DEFAULT 0);
         CREATE TABLE site_aggregates (site_id INTEGER PRIMARY KEY, comments BIGINT NOT NULL DEFAULT 0);
+        CREATE TABLE community_aggregates (community_id INTEGER PRIMARY KEY, comments BIGINT NOT NULL DEFAULT 0);
         CREATE TABLE private_post_comments (record_id INTEGER NOT NULL, writer INTEGER NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer));
+        CREATE TABLE private_community_comments (record_id INTEGER NOT NULL, writer INTEGER NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer));
         CREATE TABLE private_person_comments (record_id INTEGER NOT NULL, writer INTEGER NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer));
         CREATE TABLE private_site_comments (record_id INTEGER NOT NULL, writer INTEGER NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer));
         INSERT INTO sites VALUES (1);
@@ -267,16 +292,17 @@ impl Server for diesel::PgConnection {
     ";
     const RESET: &'static str = "
         TRUNCATE comments RESTART IDENTITY;
-        TRUNCATE post_aggregates, person_aggregates, site_aggregates,
-                 private_post_comments, private_person_comments, private_site_comments;
+        TRUNCATE post_aggregates, person_aggregates, site_aggregates, community_aggregates,
+                 private_post_comments, private_person_comments, private_site_comments,
+                 private_community_comments;
         INSERT INTO post_aggregates (post_id) SELECT id FROM posts;
+        INSERT INTO community_aggregates (community_id) SELECT id FROM communities;
         INSERT INTO person_aggregates (person_id) SELECT id FROM users;
         INSERT INTO site_aggregates (site_id) VALUES (1);
     ";
     const AFTER_RESET: &'static str =
-        "VACUUM ANALYZE comments, post_aggregates, person_aggregates, site_aggregates";
-    // docs/bench/follow-prototype/pg/hotrow-up.sql, without the community and with the follow
-    // counters' filters.
+        "VACUUM ANALYZE comments, post_aggregates, person_aggregates, site_aggregates, community_aggregates";
+    // docs/bench/follow-prototype/pg/hotrow-up.sql, with the follow counters' filters.
     const HOT_ROW_UP: &'static str = "
         CREATE FUNCTION hotrow_comment_count() RETURNS trigger LANGUAGE plpgsql AS $$
         DECLARE d integer := CASE WHEN TG_OP = 'INSERT' THEN 1 ELSE -1 END; r comments;
@@ -285,6 +311,8 @@ impl Server for diesel::PgConnection {
             IF NOT r.deleted AND NOT r.removed THEN
                 UPDATE person_aggregates SET comment_count = comment_count + d WHERE person_id = r.author_id;
                 UPDATE post_aggregates SET comments = comments + d WHERE post_id = r.post_id;
+                UPDATE community_aggregates SET comments = comments + d
+                    WHERE community_id = (SELECT community_id FROM posts WHERE id = r.post_id);
             END IF;
             IF r.local THEN
                 UPDATE site_aggregates SET comments = comments + d WHERE site_id = 1;
@@ -305,6 +333,9 @@ impl Server for diesel::PgConnection {
                     DO UPDATE SET count = private_person_comments.count + excluded.count;
                 INSERT INTO private_post_comments VALUES (r.post_id, w, d) ON CONFLICT (record_id, writer)
                     DO UPDATE SET count = private_post_comments.count + excluded.count;
+                INSERT INTO private_community_comments
+                    SELECT community_id, w, d FROM posts WHERE id = r.post_id ON CONFLICT (record_id, writer)
+                    DO UPDATE SET count = private_community_comments.count + excluded.count;
             END IF;
             IF r.local THEN
                 INSERT INTO private_site_comments VALUES (1, w, d) ON CONFLICT (record_id, writer)
@@ -363,6 +394,8 @@ impl Server for diesel::MysqlConnection {
         CREATE TABLE post_aggregates (post_id INT PRIMARY KEY, comments BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB;
         CREATE TABLE person_aggregates (person_id INT PRIMARY KEY, comment_count BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB;
         CREATE TABLE site_aggregates (site_id INT PRIMARY KEY, comments BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB;
+        CREATE TABLE community_aggregates (community_id INT PRIMARY KEY, comments BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB;
+        CREATE TABLE private_community_comments (record_id INT NOT NULL, writer INT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer)) ENGINE=InnoDB;
         CREATE TABLE private_post_comments (record_id INT NOT NULL, writer INT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer)) ENGINE=InnoDB;
         CREATE TABLE private_person_comments (record_id INT NOT NULL, writer INT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer)) ENGINE=InnoDB;
         CREATE TABLE private_site_comments (record_id INT NOT NULL, writer INT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer)) ENGINE=InnoDB;
@@ -374,20 +407,23 @@ impl Server for diesel::MysqlConnection {
     const RESET: &'static str = "
         TRUNCATE comments;
         TRUNCATE post_aggregates; TRUNCATE person_aggregates; TRUNCATE site_aggregates;
+        TRUNCATE community_aggregates; TRUNCATE private_community_comments;
         TRUNCATE private_post_comments; TRUNCATE private_person_comments; TRUNCATE private_site_comments;
         INSERT INTO post_aggregates (post_id) SELECT id FROM posts;
+        INSERT INTO community_aggregates (community_id) SELECT id FROM communities;
         INSERT INTO person_aggregates (person_id) SELECT id FROM users;
         INSERT INTO site_aggregates (site_id) VALUES (1);
     ";
     const AFTER_RESET: &'static str = "";
-    // docs/bench/follow-prototype/mariadb/hotrow-up.sql, without the community and with the
-    // follow counters' filters.
+    // docs/bench/follow-prototype/mariadb/hotrow-up.sql, with the follow counters' filters.
     const HOT_ROW_UP: &'static str = "
         CREATE TRIGGER hotrow_comment_insert AFTER INSERT ON comments FOR EACH ROW
         BEGIN
             IF NOT NEW.deleted AND NOT NEW.removed THEN
                 UPDATE person_aggregates SET comment_count = comment_count + 1 WHERE person_id = NEW.author_id;
                 UPDATE post_aggregates SET comments = comments + 1 WHERE post_id = NEW.post_id;
+                UPDATE community_aggregates SET comments = comments + 1
+                    WHERE community_id = (SELECT community_id FROM posts WHERE id = NEW.post_id);
             END IF;
             IF NEW.local THEN
                 UPDATE site_aggregates SET comments = comments + 1 WHERE site_id = 1;
@@ -398,6 +434,8 @@ impl Server for diesel::MysqlConnection {
             IF NOT OLD.deleted AND NOT OLD.removed THEN
                 UPDATE person_aggregates SET comment_count = comment_count - 1 WHERE person_id = OLD.author_id;
                 UPDATE post_aggregates SET comments = comments - 1 WHERE post_id = OLD.post_id;
+                UPDATE community_aggregates SET comments = comments - 1
+                    WHERE community_id = (SELECT community_id FROM posts WHERE id = OLD.post_id);
             END IF;
             IF OLD.local THEN
                 UPDATE site_aggregates SET comments = comments - 1 WHERE site_id = 1;
@@ -412,6 +450,9 @@ impl Server for diesel::MysqlConnection {
                     ON DUPLICATE KEY UPDATE count = count + 1;
                 INSERT INTO private_post_comments VALUES (NEW.post_id, CONNECTION_ID(), 1)
                     ON DUPLICATE KEY UPDATE count = count + 1;
+                INSERT INTO private_community_comments
+                    SELECT community_id, CONNECTION_ID(), 1 FROM posts WHERE id = NEW.post_id
+                    ON DUPLICATE KEY UPDATE private_community_comments.count = private_community_comments.count + 1;
             END IF;
             IF NEW.local THEN
                 INSERT INTO private_site_comments VALUES (1, CONNECTION_ID(), 1)
@@ -425,6 +466,9 @@ impl Server for diesel::MysqlConnection {
                     ON DUPLICATE KEY UPDATE count = count - 1;
                 INSERT INTO private_post_comments VALUES (OLD.post_id, CONNECTION_ID(), -1)
                     ON DUPLICATE KEY UPDATE count = count - 1;
+                INSERT INTO private_community_comments
+                    SELECT community_id, CONNECTION_ID(), -1 FROM posts WHERE id = OLD.post_id
+                    ON DUPLICATE KEY UPDATE private_community_comments.count = private_community_comments.count - 1;
             END IF;
             IF OLD.local THEN
                 INSERT INTO private_site_comments VALUES (1, CONNECTION_ID(), -1)
@@ -498,6 +542,7 @@ struct Expected {
     rows: i64,
     posts: BTreeMap<i64, i64>,
     authors: BTreeMap<i64, i64>,
+    communities: BTreeMap<i64, i64>,
     site: i64,
 }
 
@@ -515,6 +560,11 @@ fn expected<C: Server>(conn: &mut C) -> Result<Expected, BoxError> {
         authors: conn.pairs(&format!(
             "SELECT CAST(author_id AS {int}) AS k, CAST(COUNT(*) AS {int}) AS n FROM comments \
              WHERE {counted} GROUP BY author_id"
+        ))?,
+        communities: conn.pairs(&format!(
+            "SELECT CAST(p.community_id AS {int}) AS k, CAST(COUNT(*) AS {int}) AS n \
+             FROM comments c JOIN posts p ON p.id = c.post_id \
+             WHERE NOT c.deleted AND NOT c.removed GROUP BY p.community_id"
         ))?,
         site: conn.number(&format!(
             "SELECT CAST(COUNT(*) AS {int}) AS n FROM comments WHERE local"
@@ -555,14 +605,16 @@ fn check<C: Server>(
         }
     }
     let int = C::INT;
-    let (posts, authors, site) = match mode {
+    let (posts, authors, communities, site) = match mode {
         Mode::None | Mode::PgbenchNone => return Ok(format!("{} rows", want.rows)),
         Mode::Follow => {
             let post_ids: Vec<i32> = (1..=POSTS).collect();
             let user_ids: Vec<i32> = (1..=USERS).collect();
+            let community_ids: Vec<i32> = (1..=COMMUNITIES).collect();
             (
                 nonzero(Post::comments_totals(&post_ids, conn)?),
                 nonzero(User::comments_totals(&user_ids, conn)?),
+                nonzero(Community::comments_totals(&community_ids, conn)?),
                 Site::comments_of(1).total(conn)?,
             )
         }
@@ -574,6 +626,10 @@ fn check<C: Server>(
             conn.pairs(&format!(
                 "SELECT CAST(person_id AS {int}) AS k, CAST(comment_count AS {int}) AS n \
                  FROM person_aggregates WHERE comment_count <> 0"
+            ))?,
+            conn.pairs(&format!(
+                "SELECT CAST(community_id AS {int}) AS k, CAST(comments AS {int}) AS n \
+                 FROM community_aggregates WHERE comments <> 0"
             ))?,
             conn.number(&format!(
                 "SELECT CAST(comments AS {int}) AS n FROM site_aggregates WHERE site_id = 1"
@@ -589,19 +645,25 @@ fn check<C: Server>(
             (
                 conn.pairs(&sums("private_post_comments"))?,
                 conn.pairs(&sums("private_person_comments"))?,
+                conn.pairs(&sums("private_community_comments"))?,
                 conn.number(&format!(
                     "SELECT CAST(COALESCE(SUM(count), 0) AS {int}) AS n FROM private_site_comments"
                 ))?,
             )
         }
     };
-    if posts != want.posts || authors != want.authors || site != want.site {
+    if posts != want.posts
+        || authors != want.authors
+        || communities != want.communities
+        || site != want.site
+    {
         return Err(format!(
-            "{}, {}: counts not exact: posts {posts:?} (want {:?}), site {site} (want {}), \
-             authors {} (want {})",
+            "{}, {}: counts not exact: posts {posts:?} (want {:?}), communities {communities:?} \
+             (want {:?}), site {site} (want {}), authors {} (want {})",
             C::NAME,
             mode.name(),
             want.posts,
+            want.communities,
             want.site,
             authors.values().sum::<i64>(),
             want.authors.values().sum::<i64>(),
@@ -913,13 +975,15 @@ fn measure<C: Server>(o: &Options, url: &str) -> Result<(), BoxError> {
     writeln!(out)?;
     writeln!(
         out,
-        "Counted per comment in follow, hot-row and private: its author and its post (while neither \
-         deleted nor removed) and the site (while local): 3 counts; none counts nothing. The \
-         community (through the post) is counted in no mode: the library cannot count through the \
-         post yet.\n\
-         follow: the library's counters (follow = comments(post_id), comments(author_id), comments \
-         + record = 1; 32 slots each; CounterMigrations' triggers); hot-row: a hand-written row \
-         trigger updating the post's, author's and site's aggregate rows (Lemmy's shape); private: \
+        "Counted per comment in follow, hot-row and private: its author, its post and its post's \
+         community (while neither deleted nor removed) and the site (while local): 4 counts; none \
+         counts nothing. follow reads the post's community with a share lock (through = \
+         posts(community_id) keeps the count right when a post moves); the anchors read it plainly \
+         and handle no move.\n\
+         follow: the library's counters (follow = comments(post_id), comments(author_id), \
+         comments(post_id) through posts(community_id), comments + record = 1; 32 slots each; \
+         CounterMigrations' triggers); hot-row: a hand-written row trigger updating the post's, \
+         author's, community's and site's aggregate rows (Lemmy's shape); private: \
          a hand-written row trigger upserting rows private to each connection (pg_backend_pid() / \
          CONNECTION_ID()), the ceiling; none: no trigger. Writers: sync Diesel connections, one \
          thread each, conn.transaction."

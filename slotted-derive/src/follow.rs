@@ -103,8 +103,8 @@ pub fn checked(
         ),
         (
             attr.adopt.as_ref().map(|a| a as _),
-            "a counter that follows a child table cannot adopt a column yet",
-            "remove `adopt`: the counter's migration counts the child rows already there, so it needs no column's counts; drop the trigger that kept the column in the migration that adds this counter (the guide's page on counters that follow a table)",
+            "a counter that follows a child table counts the child rows, not a column's counts",
+            "remove `adopt`, and give the column as `cache`: the counter's migration counts the child rows already there, and the roll-up writes their totals into the column, whatever it held; drop the trigger that kept the column in a migration of your own (the guide's page on counters that follow a table, \"An aggregate column a trigger keeps\")",
         ),
     ];
     for (given, message, help) in refused {

@@ -90,6 +90,23 @@ pub struct Community {
     pub id: i32,
 }
 
+diesel::table! {
+    post_aggregates (post_id) {
+        post_id -> Integer,
+        comments -> BigInt,
+    }
+}
+
+/// Lemmy's `post_aggregates`: a post's comments in a column that the application's own trigger
+/// kept (one hot row per post), taken over by a follow counter that rolls its totals up into
+/// the same column. Not in [`migrations`]: its test runs it alone, after the swap.
+#[derive(Debug, Clone, Queryable, SlottedCounter)]
+#[diesel(table_name = post_aggregates, primary_key(post_id))]
+#[slotted(counter = comments, slots = 16, follow = comments(post_id), cache = comments)]
+pub struct PostAggregates {
+    pub post_id: i32,
+}
+
 /// Every counter of the forum.
 pub fn migrations() -> slotted_core::CounterMigrations {
     slotted_core::CounterMigrations::of::<ForumPost>()

@@ -21,6 +21,8 @@ backend_tests! {
     counters_of_one_child_table_migrated_apart_are_reported,
     the_triggers_of_a_table_no_longer_followed_are_reported,
     a_post_deleted_with_its_comments_by_a_cascade_leaves_its_community_exact,
+    a_sum_past_bigint_fails_the_child_write_and_counts_nothing,
+    an_aggregate_column_an_apps_trigger_keeps_is_taken_over_beside_writers,
     ],
     servers: [concurrent_writers_write_distinct_slots],
 }
@@ -945,4 +947,245 @@ fn a_post_deleted_with_its_comments_by_a_cascade_leaves_its_community_exact<C: T
         }
     }
     assert_exact(&mut conn, "a post deleted with its comments");
+}
+
+/// A summed column whose values carry a record's count past BIGINT: the child row's statement
+/// fails on every backend (PostgreSQL and MySQL by their own range checks, SQLite by the
+/// trigger's: its arithmetic would turn the slot into a floating-point value), and nothing of
+/// it is written, neither the row nor its count. The counter stays exact, and rows that keep it
+/// in range go on counting.
+fn a_sum_past_bigint_fails_the_child_write_and_counts_nothing<C: TestConnection>(test: &str) {
+    use slotted_core::follow::FollowSpec;
+    use slotted_core::CounterTable;
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    run(
+        &mut conn,
+        "CREATE TABLE big_votes (post_id INTEGER NOT NULL, score BIGINT NOT NULL)",
+    );
+    let mut big = <forum::forum_posts_score_slots::table as CounterTable>::SPEC;
+    big.follow = Some(FollowSpec {
+        table: "big_votes",
+        key_columns: &["post_id"],
+        record: None,
+        sum: Some("score"),
+        filter: &[],
+        through: None,
+    });
+    conn.run_pending_migrations(slotted_core::CounterMigrations::new().with_spec(big))
+        .expect("a counter that sums big_votes");
+    const NEAR_MAX: i64 = i64::MAX - 100;
+    run(
+        &mut conn,
+        &format!("INSERT INTO big_votes (post_id, score) VALUES (1, {NEAR_MAX})"),
+    );
+    let rows = |conn: &mut C| {
+        conn.query_i64(if C::NAME == "mysql" {
+            "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM big_votes"
+        } else {
+            "SELECT COUNT(*) AS n FROM big_votes"
+        })
+    };
+    for sql in [
+        // One row past the maximum, then a multi-row statement that crosses it.
+        "INSERT INTO big_votes (post_id, score) VALUES (1, 101)".to_owned(),
+        "INSERT INTO big_votes (post_id, score) VALUES (1, 50), (1, 60)".to_owned(),
+        // Below the minimum, from the other side.
+        format!(
+            "INSERT INTO big_votes (post_id, score) VALUES (2, {}), (2, -102)",
+            -NEAR_MAX
+        ),
+    ] {
+        let failed = conn.batch_execute(&sql);
+        assert!(
+            failed.is_err(),
+            "{}: {sql} would carry a count past BIGINT, and succeeded",
+            C::NAME
+        );
+        assert_eq!(rows(&mut conn), 1, "{}: {sql} wrote no row", C::NAME);
+        assert_eq!(
+            ForumPost::score_of(1).total(&mut conn).unwrap(),
+            NEAR_MAX,
+            "{}: after {sql}: {failed:?}",
+            C::NAME
+        );
+        assert_eq!(ForumPost::score_of(2).total(&mut conn).unwrap(), 0);
+    }
+    run(
+        &mut conn,
+        "INSERT INTO big_votes (post_id, score) VALUES (1, 100), (3, -5)",
+    );
+    assert_eq!(ForumPost::score_of(1).total(&mut conn).unwrap(), i64::MAX);
+    assert_eq!(ForumPost::score_of(3).total(&mut conn).unwrap(), -5);
+}
+
+/// The application's own trigger, Lemmy's shape: each comment inserted or deleted updates its
+/// post's one `post_aggregates` row.
+fn app_trigger_sql(backend: &str) -> &'static str {
+    match backend {
+        "postgres" => {
+            "CREATE FUNCTION app_post_comments() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF TG_OP = 'INSERT' THEN
+                     UPDATE post_aggregates SET comments = comments + 1 WHERE post_id = NEW.post_id;
+                 ELSE
+                     UPDATE post_aggregates SET comments = comments - 1 WHERE post_id = OLD.post_id;
+                 END IF;
+                 RETURN NULL;
+             END $$;
+             CREATE TRIGGER app_post_comments AFTER INSERT OR DELETE ON comments
+                 FOR EACH ROW EXECUTE FUNCTION app_post_comments();"
+        }
+        "mysql" => {
+            "CREATE TRIGGER app_post_comments_insert AFTER INSERT ON comments FOR EACH ROW
+                 UPDATE post_aggregates SET comments = comments + 1 WHERE post_id = NEW.post_id;
+             CREATE TRIGGER app_post_comments_delete AFTER DELETE ON comments FOR EACH ROW
+                 UPDATE post_aggregates SET comments = comments - 1 WHERE post_id = OLD.post_id;"
+        }
+        _ => {
+            "CREATE TRIGGER app_post_comments_insert AFTER INSERT ON comments BEGIN
+                 UPDATE post_aggregates SET comments = comments + 1 WHERE post_id = NEW.post_id;
+             END;
+             CREATE TRIGGER app_post_comments_delete AFTER DELETE ON comments BEGIN
+                 UPDATE post_aggregates SET comments = comments - 1 WHERE post_id = OLD.post_id;
+             END;"
+        }
+    }
+}
+
+/// Adopting an aggregate column that the application's own trigger keeps (Lemmy's
+/// `post_aggregates.comments`): with writers inserting and deleting comments throughout, the
+/// application's migration drops its trigger and slotted's follow migration counts the
+/// comments there are; the counter rolls its totals up into the same column (`cache =
+/// comments`). Nothing is lost or counted twice: the counts come from the child rows, never
+/// from the column, so the order of the two migrations does not matter. At the end the totals
+/// and, after a roll-up, the column equal the comments of each post.
+fn an_aggregate_column_an_apps_trigger_keeps_is_taken_over_beside_writers<C: TestConnection>(
+    test: &str,
+) {
+    use forum::PostAggregates;
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    run(
+        &mut conn,
+        "CREATE TABLE post_aggregates (post_id INTEGER PRIMARY KEY, comments BIGINT NOT NULL DEFAULT 0);
+         INSERT INTO post_aggregates (post_id) VALUES (1), (2), (3), (4), (5);",
+    );
+    run(&mut conn, app_trigger_sql(C::NAME));
+    let int = if C::NAME == "mysql" {
+        "SIGNED"
+    } else {
+        "BIGINT"
+    };
+    let comments_per_post = |conn: &mut C| -> HashMap<i32, i64> {
+        let mut counts: HashMap<i32, i64> = POSTS.iter().map(|p| (*p, 0)).collect();
+        for (k, n) in conn.query_pairs(&format!(
+            "SELECT CAST(post_id AS {int}) AS k, CAST(COUNT(*) AS {int}) AS n FROM comments \
+             WHERE post_id IS NOT NULL GROUP BY post_id"
+        )) {
+            counts.insert(i32::try_from(k).unwrap(), n);
+        }
+        counts
+    };
+    let column = |conn: &mut C| -> HashMap<i32, i64> {
+        conn.query_pairs(&format!(
+            "SELECT CAST(post_id AS {int}) AS k, CAST(comments AS {int}) AS n FROM post_aggregates"
+        ))
+        .into_iter()
+        .map(|(k, n)| (i32::try_from(k).unwrap(), n))
+        .collect()
+    };
+    for i in 0..20 {
+        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
+    }
+    assert_eq!(
+        column(&mut conn),
+        comments_per_post(&mut conn),
+        "{}: the application's trigger keeps the column",
+        C::NAME
+    );
+    let stop = slotted_tests::Stop::new();
+    let written = std::sync::atomic::AtomicU64::new(0);
+    let wait_for = |n: u64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while written.load(std::sync::atomic::Ordering::SeqCst) < n {
+            assert!(std::time::Instant::now() < deadline, "the writers stopped");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    std::thread::scope(|scope| {
+        let _stop = stop.on_exit();
+        for w in 0..3_usize {
+            let (url, stop, written) = (&db.url, &stop, &written);
+            scope.spawn(move || {
+                let mut conn = C::open(url);
+                let mut i = 0_usize;
+                while !stop.is_set() {
+                    let post = POSTS[(w + i) % 5];
+                    let result = conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                        conn.batch_execute(&format!(
+                            "INSERT INTO comments (post_id, author_id) VALUES ({post}, {w})"
+                        ))?;
+                        if i % 3 == 2 {
+                            conn.batch_execute(&format!(
+                                "DELETE FROM comments WHERE id = (SELECT m FROM (SELECT MIN(id) AS m FROM comments WHERE post_id = {post}) AS s)"
+                            ))?;
+                        }
+                        Ok(())
+                    });
+                    match result {
+                        Ok(()) => {
+                            written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        Err(e) if lost_a_lock_conflict(&e) => {}
+                        Err(e) => panic!("writer {w}: {e}"),
+                    }
+                    i += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            });
+        }
+        wait_for(20);
+        // The swap, as a deploy runs it: the application's migration drops its trigger, and
+        // slotted's migrations count the comments there are.
+        run(
+            &mut conn,
+            match C::NAME {
+                "postgres" => {
+                    "DROP TRIGGER app_post_comments ON comments; DROP FUNCTION app_post_comments();"
+                }
+                _ => {
+                    "DROP TRIGGER app_post_comments_insert; DROP TRIGGER app_post_comments_delete;"
+                }
+            },
+        );
+        let at_drop = written.load(std::sync::atomic::Ordering::SeqCst);
+        wait_for(at_drop + 10);
+        conn.run_pending_migrations(slotted_core::CounterMigrations::of::<PostAggregates>())
+            .expect("the counter that takes the column over");
+        let at_migration = written.load(std::sync::atomic::Ordering::SeqCst);
+        wait_for(at_migration + 20);
+    });
+    let expected = comments_per_post(&mut conn);
+    assert_eq!(
+        PostAggregates::comments_totals(&POSTS, &mut conn).unwrap(),
+        expected,
+        "{}: the totals are the comments there are",
+        C::NAME
+    );
+    forum::post_aggregates_comments_slots::table
+        .refresh_cache_all(100, &mut conn)
+        .expect("the roll-up into post_aggregates.comments");
+    assert_eq!(
+        column(&mut conn),
+        expected,
+        "{}: the roll-up wrote the column the application reads",
+        C::NAME
+    );
+    let report = forum::post_aggregates_comments_slots::table
+        .verify_follow_all(100, &mut conn)
+        .unwrap();
+    assert!(report.is_exact() && report.drifted == 0, "{report:?}");
 }

@@ -57,7 +57,10 @@ fn adopts(spec: &CounterSpec, cache: &CacheSpec) -> bool {
 /// column becomes so the first time every row holds 0 there (a new column); while some row holds
 /// a count of its own, the roll-up fails with [`Error::ColumnHoldsCounts`] and writes nothing. A
 /// column the counter adopts becomes so only through `absorb_all` ([`take_over_after_absorb`]):
-/// until then [`Error::ColumnNotAbsorbed`].
+/// until then [`Error::ColumnNotAbsorbed`]. The column of a counter that follows a child table
+/// becomes so at once, whatever it holds: its counts are the child rows', which the follow
+/// migration counted, so the column's values (an aggregate column the application's trigger
+/// kept, say) are at most an old copy of them.
 pub(crate) async fn claim<E: Exec>(
     exec: &mut E,
     spec: &CounterSpec,
@@ -79,9 +82,12 @@ pub(crate) async fn claim<E: Exec>(
 /// Makes `column` the roll-up's when every row holds 0 there (the check and the claim one
 /// statement); [`Error::ColumnHoldsCounts`] otherwise.
 async fn take_over<E: Exec>(exec: &mut E, spec: &CounterSpec, column: &CacheSpec) -> Result<()> {
-    exec.execute(Claim(column))
-        .await
-        .map_err(|e| database_error(spec, e))?;
+    exec.execute(Claim {
+        column,
+        whatever_it_holds: spec.follow.is_some(),
+    })
+    .await
+    .map_err(|e| database_error(spec, e))?;
     if claimed(exec, spec, column).await? {
         return Ok(());
     }

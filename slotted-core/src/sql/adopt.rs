@@ -316,9 +316,15 @@ impl<DB: CounterBackend> QueryFragment<DB> for Claimed<'_> {
 
 /// `INSERT INTO slotted_columns (…) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM parent WHERE
 /// column <> 0) ON CONFLICT DO NOTHING` (`INSERT IGNORE … FROM DUAL` on MySQL): claims the
-/// column only if no row holds a count there, the check and the claim one statement.
+/// column only if no row holds a count there, the check and the claim one statement. With
+/// `whatever_it_holds`, without the check: the column of a counter that follows a child table,
+/// whose values are at most an old copy of counts the triggers and the backfill count afresh
+/// from the child rows (an aggregate column the application's own trigger kept).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Claim<'a>(pub &'a CacheSpec);
+pub(crate) struct Claim<'a> {
+    pub column: &'a CacheSpec,
+    pub whatever_it_holds: bool,
+}
 
 impl<DB: CounterBackend> QueryFragment<DB> for Claim<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
@@ -334,17 +340,22 @@ impl<DB: CounterBackend> QueryFragment<DB> for Claim<'_> {
             out.push_identifier(c)
         })?;
         out.push_sql(") SELECT ");
-        DB::push_text(&mut out, self.0.table)?;
+        DB::push_text(&mut out, self.column.table)?;
         out.push_sql(", ");
-        DB::push_text(&mut out, self.0.column)?;
+        DB::push_text(&mut out, self.column.column)?;
         if DB::DIALECT == Dialect::Mysql {
             out.push_sql(" FROM DUAL");
         }
-        out.push_sql(" WHERE NOT EXISTS (SELECT 1 FROM ");
-        out.push_identifier(self.0.table)?;
-        out.push_sql(" WHERE ");
-        out.push_identifier(self.0.column)?;
-        out.push_sql(" <> 0)");
+        if self.whatever_it_holds {
+            // SQLite reads `ON CONFLICT` after a `SELECT` without `WHERE` as a join's `ON`.
+            out.push_sql(" WHERE 1 = 1");
+        } else {
+            out.push_sql(" WHERE NOT EXISTS (SELECT 1 FROM ");
+            out.push_identifier(self.column.table)?;
+            out.push_sql(" WHERE ");
+            out.push_identifier(self.column.column)?;
+            out.push_sql(" <> 0)");
+        }
         if DB::DIALECT != Dialect::Mysql {
             out.push_sql(" ON CONFLICT DO NOTHING");
         }

@@ -1,0 +1,295 @@
+//! Counts through a table between (`follow = comments(post_id), through = posts(community_id)`):
+//! the lock the child table's PostgreSQL triggers take on the rows between, and the triggers on
+//! the table between that keep the counts when its rows move, appear or go.
+
+use crate::dialect::Dialect;
+use crate::follow::{trigger_name, FollowSpec};
+use crate::sql::slot::{mysql_trigger_takes_index, pg_trigger_takes_index, trigger_slot_sql};
+use crate::table::CounterSpec;
+
+use super::super::quote;
+use super::{conflict_sum, sqlite_in_range, via_owner, Followers};
+
+/// PostgreSQL: `PERFORM 1 FROM "posts" WHERE "id" IN (SELECT "post_id" FROM slotted_new) ORDER
+/// BY "id" FOR SHARE`, once for each table between and the child's column that names its rows:
+/// the rows between of the statement's child rows, locked before their parents are read, in
+/// key order. A move of such a row to another parent then waits for this transaction and
+/// counts its child rows after it; a move that came first is committed before the lock is
+/// granted, and the plpgsql statements after it (each with a snapshot of its own in `READ
+/// COMMITTED`) read the new parent. Without the lock, a post moved by one transaction while
+/// another adds a comment to it would leave the comment counted for the old community.
+pub(super) fn pg_lock_through(followers: &Followers, tables: &[&str]) -> Vec<String> {
+    let q = |ident: &str| quote(Dialect::Postgres, ident);
+    let mut locks: Vec<String> = Vec::new();
+    for (_, follow) in &followers.counters {
+        let Some(through) = follow.through else {
+            continue;
+        };
+        let child_key = q(follow.key_columns[0]);
+        let rows: Vec<String> = tables
+            .iter()
+            .map(|table| format!("SELECT {child_key} FROM {table}"))
+            .collect();
+        let lock = format!(
+            "PERFORM 1 FROM {table} WHERE {key} IN ({rows}) ORDER BY {key} FOR SHARE",
+            table = q(through.table),
+            key = q(through.key),
+            rows = rows.join(" UNION "),
+        );
+        if !locks.contains(&lock) {
+            locks.push(lock);
+        }
+    }
+    locks
+}
+
+/// The triggers on each table between (`through = posts(community_id)`), which keep the counts
+/// of the counters of `followers` that pass through it when its rows change: a row inserted
+/// takes on the child rows that already name it; one whose parent column (or key) changes
+/// moves its counted child rows from the old parent to the new; one deleted takes them away
+/// from its parent. Row triggers, which read the child rows of that row (an index on the
+/// child's column keeps this a lookup), and write into the writer's slot like the child
+/// table's triggers.
+///
+/// The update and delete triggers run `BEFORE`: a foreign key's `ON DELETE CASCADE` (or `ON
+/// UPDATE CASCADE`) changes the child rows after the row between has gone (or changed), and
+/// their own triggers then find it no longer there (or count for the new parent); before, the
+/// row's child rows are all still its own.
+pub(super) fn through_triggers(followers: &Followers, dialect: Dialect) -> String {
+    followers
+        .through_tables()
+        .into_iter()
+        .map(|through| match dialect {
+            Dialect::Postgres => postgres_through(followers, through),
+            Dialect::Mysql => mysql_through(followers, through),
+            Dialect::Sqlite => sqlite_through(followers, through),
+        })
+        .collect()
+}
+
+/// The watched columns of the table between `through` (its key and each parent column), and
+/// the condition under which an update changes a parent: `OLD."id" IS DISTINCT FROM NEW."id"
+/// OR …` (`<=>` on MySQL).
+fn through_changes(followers: &Followers, through: &str, dialect: Dialect) -> (String, String) {
+    let mut columns: Vec<&str> = Vec::new();
+    for (_, follow) in followers.through(through) {
+        let Some(t) = follow.through else { continue };
+        for column in [t.key, t.column] {
+            if !columns.contains(&column) {
+                columns.push(column);
+            }
+        }
+    }
+    let changed: Vec<String> = columns
+        .iter()
+        .map(|column| {
+            let column = quote(dialect, column);
+            match dialect {
+                Dialect::Mysql => format!("NOT (OLD.{column} <=> NEW.{column})"),
+                Dialect::Postgres | Dialect::Sqlite => {
+                    format!("OLD.{column} IS DISTINCT FROM NEW.{column}")
+                }
+            }
+        })
+        .collect();
+    let columns: Vec<String> = columns.iter().map(|c| quote(dialect, c)).collect();
+    (columns.join(", "), changed.join(" OR "))
+}
+
+/// `INSERT INTO t (record_id, slot, count) SELECT R."community_id", <slot>, <sign>slotted_s
+/// FROM (SELECT SUM(<delta>) AS slotted_s FROM "comments" AS slotted_c WHERE
+/// slotted_c."post_id" = R."id" AND <counts>) AS slotted_sum WHERE slotted_s <> 0 AND
+/// R."community_id" IS NOT NULL ON CONFLICT …`: the counted child rows of the row between `row`
+/// (`NEW` or `OLD`), added to (or, with `sign` `-`, taken from) its parent. PostgreSQL and
+/// SQLite.
+fn through_add(
+    spec: &CounterSpec,
+    follow: &FollowSpec,
+    dialect: Dialect,
+    row: &str,
+    sign: &str,
+) -> String {
+    let q = |ident: &str| quote(dialect, ident);
+    let Some(through) = follow.through else {
+        return String::new();
+    };
+    let parent = format!("{row}.{}", q(through.column));
+    let columns: Vec<String> = spec.key_columns().iter().map(|c| q(c)).collect();
+    format!(
+        "INSERT INTO {table} ({columns}, {slot}, {count}) \
+         SELECT {parent}, {slot_value}, {value} FROM (SELECT SUM({delta}) AS slotted_s \
+         FROM {child} AS slotted_c WHERE slotted_c.{child_key} = {row}.{key} AND {counts}) AS slotted_sum \
+         WHERE slotted_s <> 0 AND {parent} IS NOT NULL \
+         ON CONFLICT ({columns}, {slot}) DO UPDATE SET {count} = {sum}",
+        table = q(spec.table),
+        columns = columns.join(", "),
+        slot = q("slot"),
+        count = q("count"),
+        slot_value = trigger_slot_sql(dialect, spec.slots),
+        sum = conflict_sum(spec, dialect),
+        value = match dialect {
+            Dialect::Sqlite => sqlite_in_range(spec, &format!("{sign}slotted_s")),
+            Dialect::Postgres | Dialect::Mysql => format!("{sign}slotted_s"),
+        },
+        delta = follow.delta_sql("slotted_c", q),
+        child = q(follow.table),
+        child_key = q(follow.key_columns[0]),
+        key = q(through.key),
+        counts = follow.counts_sql("slotted_c", q),
+    )
+}
+
+/// PostgreSQL: one row-trigger function for the table between `through`, run `AFTER INSERT`,
+/// `BEFORE UPDATE OF` its watched columns (when one of them changes) and `BEFORE DELETE`.
+fn postgres_through(followers: &Followers, through: &'static str) -> String {
+    let dialect = Dialect::Postgres;
+    let q = |ident: &str| quote(dialect, ident);
+    let owner = via_owner(followers.child, through);
+    let function = q(&trigger_name(&owner, ""));
+    let adds = |row: &str, sign: &str| -> String {
+        followers
+            .through(through)
+            .map(|(spec, follow)| {
+                format!(
+                    "{};\n        ",
+                    through_add(spec, follow, dialect, row, sign)
+                )
+            })
+            .collect()
+    };
+    let (declare, take) = pg_trigger_takes_index();
+    let (columns, changed) = through_changes(followers, through, dialect);
+    let table = q(through);
+    format!(
+        "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $slotted$\n\
+         DECLARE\n    \
+             {declare}\
+         BEGIN\n    \
+             {take}    \
+             IF TG_OP = 'INSERT' THEN\n        {insert}RETURN NULL;\n    \
+             ELSIF TG_OP = 'DELETE' THEN\n        {delete}RETURN OLD;\n    \
+             END IF;\n    \
+             {update_old}{update_new}RETURN NEW;\n\
+         END\n$slotted$;\n\
+         CREATE TRIGGER {insert_trigger} AFTER INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION {function}();\n\
+         CREATE TRIGGER {update_trigger} BEFORE UPDATE OF {columns} ON {table} FOR EACH ROW\n    \
+             WHEN ({changed}) EXECUTE FUNCTION {function}();\n\
+         CREATE TRIGGER {delete_trigger} BEFORE DELETE ON {table} FOR EACH ROW EXECUTE FUNCTION {function}();\n",
+        insert = adds("NEW", ""),
+        delete = adds("OLD", "-"),
+        update_old = adds("OLD", "-").replace("\n        ", "\n    "),
+        update_new = adds("NEW", "").replace("\n        ", "\n    "),
+        insert_trigger = q(&trigger_name(&owner, "insert")),
+        update_trigger = q(&trigger_name(&owner, "update")),
+        delete_trigger = q(&trigger_name(&owner, "delete")),
+    )
+}
+
+/// MySQL: row triggers on the table between `through`, `AFTER INSERT`, `BEFORE UPDATE` (doing
+/// something when a watched column changes) and `BEFORE DELETE`. The child rows are read with
+/// a share lock: a child row written meanwhile by another transaction waits for this one, or
+/// is counted here.
+fn mysql_through(followers: &Followers, through: &'static str) -> String {
+    let dialect = Dialect::Mysql;
+    let q = |ident: &str| quote(dialect, ident);
+    let owner = via_owner(followers.child, through);
+    let adds = |row: &str, sign: &str| -> String {
+        followers
+            .through(through)
+            .map(|(spec, follow)| {
+                let Some(t) = follow.through else {
+                    return String::new();
+                };
+                let child = q(follow.table);
+                let parent = format!("{row}.{}", q(t.column));
+                format!(
+                    "    SELECT COALESCE(SUM({delta}), 0) INTO slotted_s FROM {child} \
+                     WHERE {child}.{child_key} = {row}.{key} AND {counts} LOCK IN SHARE MODE;\n    \
+                     IF slotted_s <> 0 AND {parent} IS NOT NULL THEN\n        \
+                         INSERT INTO {table} ({column}, {slot}, {count}) VALUES ({parent}, {slot_value}, {sign}slotted_s) \
+                         ON DUPLICATE KEY UPDATE {table}.{count} = {table}.{count} + ({sign}slotted_s);\n    \
+                     END IF;\n",
+                    delta = follow.delta_sql(&child, q),
+                    child_key = q(follow.key_columns[0]),
+                    key = q(t.key),
+                    counts = follow.counts_sql(&child, q),
+                    table = q(spec.table),
+                    column = spec.key_columns().iter().map(|c| q(c)).collect::<Vec<_>>().join(", "),
+                    slot = q("slot"),
+                    count = q("count"),
+                    slot_value = trigger_slot_sql(dialect, spec.slots),
+                )
+            })
+            .collect()
+    };
+    let (_, changed) = through_changes(followers, through, dialect);
+    let take = format!("    {};\n", mysql_trigger_takes_index());
+    let trigger = |suffix: &str, when: &str, event: &str, body: String| {
+        format!(
+            "CREATE TRIGGER {name} {when} {event} ON {table} FOR EACH ROW\n\
+             BEGIN\n    \
+                 DECLARE slotted_s BIGINT DEFAULT 0;\n\
+             {body}END;\n",
+            name = q(&trigger_name(&owner, suffix)),
+            table = q(through),
+        )
+    };
+    // Every other update of the table between (a roll-up into one of its columns, say) does
+    // nothing, and takes no writer index.
+    let indent = |body: String| {
+        body.replace("\n    ", "\n        ")
+            .replacen("    ", "        ", 1)
+    };
+    let update = format!(
+        "    IF {changed} THEN\n{take}{old}{new}    END IF;\n",
+        take = indent(take.clone()),
+        old = indent(adds("OLD", "-")),
+        new = indent(adds("NEW", "")),
+    );
+    [
+        trigger(
+            "insert",
+            "AFTER",
+            "INSERT",
+            format!("{take}{}", adds("NEW", "")),
+        ),
+        trigger("update", "BEFORE", "UPDATE", update),
+        trigger(
+            "delete",
+            "BEFORE",
+            "DELETE",
+            format!("{take}{}", adds("OLD", "-")),
+        ),
+    ]
+    .concat()
+}
+
+/// SQLite: row triggers on the table between `through`, `AFTER INSERT`, `BEFORE UPDATE OF` its
+/// watched columns (when one changes) and `BEFORE DELETE`.
+fn sqlite_through(followers: &Followers, through: &'static str) -> String {
+    let dialect = Dialect::Sqlite;
+    let q = |ident: &str| quote(dialect, ident);
+    let owner = via_owner(followers.child, through);
+    let adds = |row: &str, sign: &str| -> String {
+        followers
+            .through(through)
+            .map(|(spec, follow)| {
+                format!("    {};\n", through_add(spec, follow, dialect, row, sign))
+            })
+            .collect()
+    };
+    let (columns, changed) = through_changes(followers, through, dialect);
+    let table = q(through);
+    format!(
+        "CREATE TRIGGER {insert_trigger} AFTER INSERT ON {table} FOR EACH ROW\nBEGIN\n{insert}END;\n\
+         CREATE TRIGGER {update_trigger} BEFORE UPDATE OF {columns} ON {table} FOR EACH ROW WHEN {changed}\nBEGIN\n{old}{new}END;\n\
+         CREATE TRIGGER {delete_trigger} BEFORE DELETE ON {table} FOR EACH ROW\nBEGIN\n{delete}END;\n",
+        insert = adds("NEW", ""),
+        old = adds("OLD", "-"),
+        new = adds("NEW", ""),
+        delete = adds("OLD", "-"),
+        insert_trigger = q(&trigger_name(&owner, "insert")),
+        update_trigger = q(&trigger_name(&owner, "update")),
+        delete_trigger = q(&trigger_name(&owner, "delete")),
+    )
+}
