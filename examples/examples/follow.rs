@@ -148,6 +148,8 @@ enum Mode {
     None,
     /// `none`, run by pgbench (PostgreSQL only).
     PgbenchNone,
+    /// `none`, run by a raw libmariadb client, a thread per connection (MariaDB only).
+    RawNone,
 }
 
 impl Mode {
@@ -158,6 +160,7 @@ impl Mode {
             Mode::Private => "private",
             Mode::None => "none",
             Mode::PgbenchNone => "none (pgbench)",
+            Mode::RawNone => "none (libmariadb)",
         }
     }
 }
@@ -520,7 +523,7 @@ fn install<C: Server>(conn: &mut C, mode: Mode) -> Result<(), BoxError> {
         }
         Mode::HotRow => conn.batch_execute(C::HOT_ROW_UP)?,
         Mode::Private => conn.batch_execute(C::PRIVATE_UP)?,
-        Mode::None | Mode::PgbenchNone => {}
+        Mode::None | Mode::PgbenchNone | Mode::RawNone => {}
     }
     Ok(())
 }
@@ -606,7 +609,7 @@ fn check<C: Server>(
     }
     let int = C::INT;
     let (posts, authors, communities, site) = match mode {
-        Mode::None | Mode::PgbenchNone => return Ok(format!("{} rows", want.rows)),
+        Mode::None | Mode::PgbenchNone | Mode::RawNone => return Ok(format!("{} rows", want.rows)),
         Mode::Follow => {
             let post_ids: Vec<i32> = (1..=POSTS).collect();
             let user_ids: Vec<i32> = (1..=USERS).collect();
@@ -765,6 +768,41 @@ INSERT INTO comments (post_id, author_id, local) VALUES (:p, :a, true);
 \\sleep 2000 us
 COMMIT;
 ";
+
+/// The `none` transaction (a comment on one of the hot posts, by one of the users), the
+/// `writer`'s `n`-th, for the raw MariaDB client: pgbench's script, its random numbers drawn
+/// here.
+fn raw_insert(_writer: u32, _n: u64) -> String {
+    let mut rng = rand::rng();
+    format!(
+        "INSERT INTO comments (post_id, author_id, local) VALUES ({}, {}, TRUE)",
+        rng.random_range(1..=HOT_POSTS),
+        rng.random_range(1..=USERS)
+    )
+}
+
+/// The `none` transaction run by libmariadb's C API, a thread per connection.
+#[cfg(feature = "mysql")]
+fn raw_mariadb(url: &str, writers: usize, duration: Duration) -> Result<Run, BoxError> {
+    let load = slotted_examples::anchors::libmariadb_scripted(
+        url,
+        raw_insert,
+        Some(HOLD),
+        writers as u32,
+        duration.as_secs_f64(),
+    )?;
+    Ok(Run {
+        committed: load.committed,
+        errors: load.errors,
+        seconds: load.seconds,
+        first_error: None,
+    })
+}
+
+#[cfg(not(feature = "mysql"))]
+fn raw_mariadb(_: &str, _: usize, _: Duration) -> Result<Run, BoxError> {
+    Err("the raw MariaDB anchor needs the `mysql` feature".into())
+}
 
 /// The `none` transaction run by `pgbench -n -M prepared -c writers -j 2`; `None` when pgbench
 /// is not installed.
@@ -957,6 +995,15 @@ fn measure<C: Server>(o: &Options, url: &str) -> Result<(), BoxError> {
             _ => pgbench_note = "pgbench not installed: no raw-client anchor\n".into(),
         }
     }
+    if C::NAME == "mysql" {
+        modes.push(Mode::RawNone);
+        pgbench_note = format!(
+            "`none (libmariadb)`: the `none` transaction run by libmariadb's C API (the client \
+             under Diesel's MysqlConnection), a thread per connection, {} connections, text \
+             protocol, the hold a thread sleep: the raw client's anchor\n",
+            o.writers
+        );
+    }
 
     let mut out = String::new();
     writeln!(
@@ -1002,13 +1049,13 @@ fn measure<C: Server>(o: &Options, url: &str) -> Result<(), BoxError> {
         for i in 0..modes.len() {
             let mode = modes[(i + round) % modes.len()];
             prepare_mode(&mut conn, mode)?;
-            let run = if mode == Mode::PgbenchNone {
-                match pgbench(pg_url, o.writers, duration)? {
+            let run = match mode {
+                Mode::PgbenchNone => match pgbench(pg_url, o.writers, duration)? {
                     Some(run) => run,
                     None => continue,
-                }
-            } else {
-                writers::<C>(url, o.writers, duration)?
+                },
+                Mode::RawNone => raw_mariadb(url, o.writers, duration)?,
+                _ => writers::<C>(url, o.writers, duration)?,
             };
             let committed = if mode == Mode::PgbenchNone {
                 // pgbench's count leaves out the transactions in flight when its time ran out.
@@ -1023,7 +1070,7 @@ fn measure<C: Server>(o: &Options, url: &str) -> Result<(), BoxError> {
                 (None, n) => format!("; {n} failed transactions"),
             };
             let note = format!(
-                "round {} {:<15} {:>8.0} tx/s  {line}{errors}\n",
+                "round {} {:<17} {:>8.0} tx/s  {line}{errors}\n",
                 round + 1,
                 mode.name(),
                 run.rate()

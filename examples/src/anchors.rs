@@ -225,7 +225,7 @@ impl MysqlUrl {
 }
 
 /// One raw thread-per-connection client's connection, ready for the benchmark's statements.
-#[cfg(any(feature = "async", feature = "postgres"))]
+#[cfg(any(feature = "async", feature = "postgres", feature = "mysql"))]
 trait RawThread: Send {
     /// The counter statement alone.
     fn bare(&mut self) -> Result<(), String>;
@@ -236,7 +236,7 @@ trait RawThread: Send {
 }
 
 /// Runs one OS thread per connection for `seconds`, each running transactions back to back.
-#[cfg(any(feature = "async", feature = "postgres"))]
+#[cfg(any(feature = "async", feature = "postgres", feature = "mysql"))]
 fn run_threads<T: RawThread>(
     conns: Vec<T>,
     hold: Option<Duration>,
@@ -289,7 +289,7 @@ fn run_threads<T: RawThread>(
     Ok(merge(tallies, seconds))
 }
 
-#[cfg(feature = "async")]
+#[cfg(any(feature = "async", feature = "mysql"))]
 mod raw_mysql {
     //! libmariadb's C API, text protocol: the least a thread-per-connection client can do.
 
@@ -298,7 +298,9 @@ mod raw_mysql {
 
     use mysqlclient_sys as ffi;
 
-    use super::{counter_sql, event_sql, Load, MysqlUrl, RawThread, Target};
+    #[cfg(feature = "async")]
+    use super::{counter_sql, event_sql, Target};
+    use super::{Load, MysqlUrl, RawThread};
     use crate::BoxError;
 
     /// One connection. `MYSQL*` is owned here and closed on drop.
@@ -377,12 +379,14 @@ mod raw_mysql {
     }
 
     /// A writer's connection with its statements, the writer's number written in.
+    #[cfg(feature = "async")]
     struct Writer {
         raw: Raw,
         event: String,
         counter: String,
     }
 
+    #[cfg(feature = "async")]
     impl RawThread for Writer {
         fn bare(&mut self) -> Result<(), String> {
             self.raw.run(&self.counter)
@@ -401,7 +405,60 @@ mod raw_mysql {
         }
     }
 
+    /// A writer's connection that runs the statements `script` gives it, in turn: a transaction
+    /// of its own (`BEGIN`, the statement, the hold, `COMMIT`) each.
+    struct Scripted {
+        raw: Raw,
+        writer: u32,
+        next: u64,
+        script: fn(u32, u64) -> String,
+    }
+
+    impl RawThread for Scripted {
+        fn bare(&mut self) -> Result<(), String> {
+            self.next += 1;
+            self.raw.run(&(self.script)(self.writer, self.next))
+        }
+
+        fn business(&mut self, hold: Duration) -> Result<(), String> {
+            self.next += 1;
+            self.raw.run("BEGIN")?;
+            self.raw.run(&(self.script)(self.writer, self.next))?;
+            std::thread::sleep(hold);
+            self.raw.run("COMMIT")
+        }
+
+        fn rollback(&mut self) {
+            let _ = self.raw.run("ROLLBACK");
+        }
+    }
+
+    /// `writers` threads, one libmariadb connection each, for `seconds`, each running
+    /// `script(writer, n)`, its n-th statement, in a transaction held `hold` more (or alone,
+    /// without `hold`): another benchmark's transaction, run by the raw client.
+    pub fn scripted(
+        url: &str,
+        script: fn(u32, u64) -> String,
+        hold: Option<Duration>,
+        writers: u32,
+        seconds: f64,
+    ) -> Result<Load, BoxError> {
+        let url = MysqlUrl::parse(url)?;
+        let conns = (0..writers)
+            .map(|writer| {
+                Ok(Scripted {
+                    raw: Raw::connect(&url)?,
+                    writer,
+                    next: 0,
+                    script,
+                })
+            })
+            .collect::<Result<Vec<_>, BoxError>>()?;
+        super::run_threads(conns, hold, seconds)
+    }
+
     /// `writers` threads, one libmariadb connection each, for `seconds`.
+    #[cfg(feature = "async")]
     pub fn threads(
         url: &str,
         target: Target,
@@ -425,6 +482,9 @@ mod raw_mysql {
 
 #[cfg(feature = "async")]
 pub use raw_mysql::threads as libmariadb_threads;
+
+#[cfg(feature = "mysql")]
+pub use raw_mysql::scripted as libmariadb_scripted;
 
 #[cfg(feature = "postgres")]
 mod raw_pq {
@@ -604,7 +664,7 @@ mod raw_pq {
 pub use raw_pq::threads as libpq_threads;
 
 /// Sums the writers' loads.
-#[cfg(any(feature = "async", feature = "postgres"))]
+#[cfg(any(feature = "async", feature = "postgres", feature = "mysql"))]
 fn merge(loads: Vec<Load>, seconds: f64) -> Load {
     let mut all = Load {
         seconds,
