@@ -23,6 +23,7 @@ backend_tests! {
     a_post_deleted_with_its_comments_by_a_cascade_leaves_its_community_exact,
     a_sum_past_bigint_fails_the_child_write_and_counts_nothing,
     an_aggregate_column_an_apps_trigger_keeps_is_taken_over_beside_writers,
+    a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once,
     ],
     servers: [concurrent_writers_write_distinct_slots],
 }
@@ -1188,4 +1189,81 @@ fn an_aggregate_column_an_apps_trigger_keeps_is_taken_over_beside_writers<C: Tes
         .verify_follow_all(100, &mut conn)
         .unwrap();
     assert!(report.is_exact() && report.drifted == 0, "{report:?}");
+}
+
+/// The race a count through a table between must not lose, written down in both orders: one
+/// transaction adds a comment to post 1 while another moves post 1 to another community.
+///
+/// - The comment first, not yet committed, then the move: the move waits for the comment's
+///   transaction (PostgreSQL: the comment's trigger holds the post `FOR KEY SHARE`, the move's
+///   takes it `FOR UPDATE`; MySQL: a share lock against the update's; SQLite: one writer), and
+///   then moves the comment's count with the others. Without the wait, the move would count
+///   the post's comments without it, and the comment would stay counted for the old community.
+/// - The move first, not yet committed, then the comment: the comment's trigger waits for the
+///   move, and counts the comment for the new community. Without the wait, it would read the old
+///   one.
+fn a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once<C: TestConnection>(
+    test: &str,
+) {
+    const MOVE: &str = "UPDATE forum_posts SET community_id = 2 WHERE id = 1";
+    const COMMENT: &str = "INSERT INTO comments (post_id, author_id) VALUES (1, 1)";
+    for move_first in [false, true] {
+        let Some((db, mut conn)) = setup::<C>(test) else {
+            return;
+        };
+        migrate(&mut conn);
+        insert_comment(&mut conn, Some(1), 2);
+        insert_comment(&mut conn, Some(1), 3);
+        let (first_sql, second_sql) = if move_first {
+            (MOVE, COMMENT)
+        } else {
+            (COMMENT, MOVE)
+        };
+        let mut first = C::open(&db.url);
+        let mut second = C::open(&db.url);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let waited = std::thread::scope(|scope| {
+            run(&mut first, "BEGIN");
+            run(&mut first, first_sql);
+            let done = &done;
+            let second = scope.spawn(move || {
+                let result = second.batch_execute(second_sql);
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+                result
+            });
+            // Time for the second statement to reach the first's lock (the assertion is the
+            // counts', below: a statement that did not wait has counted wrong by then).
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let waited = !done.load(std::sync::atomic::Ordering::SeqCst);
+            run(&mut first, "COMMIT");
+            second
+                .join()
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{}: {second_sql}: {e}", C::NAME));
+            waited
+        });
+        println!(
+            "{}: {} first; the second statement waited for the first's commit: {waited}",
+            C::NAME,
+            if move_first {
+                "the move"
+            } else {
+                "the comment"
+            }
+        );
+        let communities = Community::comments_totals(&COMMUNITIES, &mut conn).unwrap();
+        assert_eq!(
+            (communities[&1], communities[&2]),
+            (0, 3),
+            "{}: post 1's three comments, the racing one among them, all moved to community 2 \
+             ({} first)",
+            C::NAME,
+            if move_first {
+                "the move"
+            } else {
+                "the comment"
+            }
+        );
+        assert_exact(&mut conn, "a move and a comment on the moved post at once");
+    }
 }

@@ -876,8 +876,12 @@ mod tests {
             "{up}"
         );
         assert!(
-            up.contains(r#"ORDER BY "id" FOR SHARE"#),
+            up.contains(r#"ORDER BY "id" FOR KEY SHARE"#),
             "the posts of a statement's comments are locked in key order: {up}"
+        );
+        assert!(
+            up.contains(r#"PERFORM 1 FROM "posts" WHERE "id" = OLD."id" FOR UPDATE"#),
+            "a move waits for the comments being added to its post: {up}"
         );
         let up = follow_up_sql("comments", &specs, Dialect::Mysql);
         assert!(up.contains("LOCK IN SHARE MODE"), "{up}");
