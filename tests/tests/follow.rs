@@ -530,6 +530,77 @@ fn lost_a_lock_conflict(e: &diesel::result::Error) -> bool {
     slotted_core::retry::Retryable::is_retryable(e)
 }
 
+/// The traffic a migration runs in the middle of: writers that each insert a comment on one of
+/// the posts, in a transaction that every third time also deletes the oldest comment of the same
+/// author (`delete_by = "author_id"`) or post (`"post_id"`), until `stop`.
+struct Traffic {
+    stop: slotted_tests::Stop,
+    /// Transactions committed.
+    written: std::sync::atomic::AtomicU64,
+}
+
+impl Traffic {
+    fn new() -> Self {
+        Traffic {
+            stop: slotted_tests::Stop::new(),
+            written: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn spawn<'scope, 'env, C: TestConnection>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        url: &'env str,
+        writers: usize,
+        delete_by: &'static str,
+    ) {
+        for w in 0..writers {
+            scope.spawn(move || {
+                let mut conn = C::open(url);
+                let mut i = 0_usize;
+                while !self.stop.is_set() {
+                    let post = POSTS[(w + i) % 5];
+                    let author = AUTHORS[(w + i) % 3];
+                    let same = if delete_by == "post_id" { post } else { author };
+                    let result = conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                        conn.batch_execute(&format!(
+                            "INSERT INTO comments (post_id, author_id) VALUES ({post}, {author})"
+                        ))?;
+                        if i.is_multiple_of(3) {
+                            conn.batch_execute(&format!(
+                                "DELETE FROM comments WHERE id = (SELECT m FROM (SELECT MIN(id) AS m FROM comments WHERE {delete_by} = {same}) AS s)"
+                            ))?;
+                        }
+                        Ok(())
+                    });
+                    match result {
+                        Ok(()) => {
+                            self.written
+                                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        Err(e) if lost_a_lock_conflict(&e) => {}
+                        Err(e) => panic!("writer {w}: {e}"),
+                    }
+                    i += 1;
+                    // SQLite lets one writer in at a time: room for the migration's turn.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            });
+        }
+    }
+
+    /// Waits until the writers have committed `more` transactions from now; fails with
+    /// `stopped` after 60 s.
+    fn wait_for_more(&self, more: u64, stopped: &str) {
+        let target = self.written.load(std::sync::atomic::Ordering::SeqCst) + more;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while self.written.load(std::sync::atomic::Ordering::SeqCst) < target {
+            assert!(std::time::Instant::now() < deadline, "{stopped}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
 fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnection>(test: &str) {
     let Some((_db, mut conn)) = setup::<C>(test) else {
         return;
@@ -812,60 +883,14 @@ fn the_backfill_is_exact_while_writers_insert_and_delete<C: TestConnection>(test
     for i in 0..30 {
         insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
     }
-    let stop = slotted_tests::Stop::new();
-    let written = std::sync::atomic::AtomicU64::new(0);
+    let traffic = Traffic::new();
     std::thread::scope(|scope| {
         // A panic below stops the writers, which the scope waits for.
-        let _stop = stop.on_exit();
-        for w in 0..4_usize {
-            let (url, stop, written) = (&db.url, &stop, &written);
-            scope.spawn(move || {
-                let mut conn = C::open(url);
-                let mut i = 0_usize;
-                while !stop.is_set() {
-                    let post = POSTS[(w + i) % 5];
-                    let author = AUTHORS[(w + i) % 3];
-                    let result = conn.transaction::<_, diesel::result::Error, _>(|conn| {
-                        conn.batch_execute(&format!(
-                            "INSERT INTO comments (post_id, author_id) VALUES ({post}, {author})"
-                        ))?;
-                        if i.is_multiple_of(3) {
-                            conn.batch_execute(&format!(
-                                "DELETE FROM comments WHERE id = (SELECT m FROM (SELECT MIN(id) AS m FROM comments WHERE author_id = {author}) AS s)"
-                            ))?;
-                        }
-                        Ok(())
-                    });
-                    match result {
-                        Ok(()) => {
-                            written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        }
-                        Err(e) if lost_a_lock_conflict(&e) => {}
-                        Err(e) => panic!("writer {w}: {e}"),
-                    }
-                    i += 1;
-                    // SQLite lets one writer in at a time: room for the migration's turn.
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-            });
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while written.load(std::sync::atomic::Ordering::SeqCst) < 20 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the writers never wrote"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let _stop = traffic.stop.on_exit();
+        traffic.spawn::<C>(scope, &db.url, 4, "author_id");
+        traffic.wait_for_more(20, "the writers never wrote");
         migrate(&mut conn);
-        let at_migration = written.load(std::sync::atomic::Ordering::SeqCst);
-        while written.load(std::sync::atomic::Ordering::SeqCst) < at_migration + 20 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the writers stopped after the migration"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        traffic.wait_for_more(20, "the writers stopped after the migration");
     });
     assert_exact(&mut conn, "the migration in the middle of the writers");
 }
@@ -1107,48 +1132,11 @@ fn an_aggregate_column_an_apps_trigger_keeps_is_taken_over_beside_writers<C: Tes
         "{}: the application's trigger keeps the column",
         C::NAME
     );
-    let stop = slotted_tests::Stop::new();
-    let written = std::sync::atomic::AtomicU64::new(0);
-    let wait_for = |n: u64| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while written.load(std::sync::atomic::Ordering::SeqCst) < n {
-            assert!(std::time::Instant::now() < deadline, "the writers stopped");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-    };
+    let traffic = Traffic::new();
     std::thread::scope(|scope| {
-        let _stop = stop.on_exit();
-        for w in 0..3_usize {
-            let (url, stop, written) = (&db.url, &stop, &written);
-            scope.spawn(move || {
-                let mut conn = C::open(url);
-                let mut i = 0_usize;
-                while !stop.is_set() {
-                    let post = POSTS[(w + i) % 5];
-                    let result = conn.transaction::<_, diesel::result::Error, _>(|conn| {
-                        conn.batch_execute(&format!(
-                            "INSERT INTO comments (post_id, author_id) VALUES ({post}, {w})"
-                        ))?;
-                        if i % 3 == 2 {
-                            conn.batch_execute(&format!(
-                                "DELETE FROM comments WHERE id = (SELECT m FROM (SELECT MIN(id) AS m FROM comments WHERE post_id = {post}) AS s)"
-                            ))?;
-                        }
-                        Ok(())
-                    });
-                    match result {
-                        Ok(()) => {
-                            written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        }
-                        Err(e) if lost_a_lock_conflict(&e) => {}
-                        Err(e) => panic!("writer {w}: {e}"),
-                    }
-                    i += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-            });
-        }
-        wait_for(20);
+        let _stop = traffic.stop.on_exit();
+        traffic.spawn::<C>(scope, &db.url, 3, "post_id");
+        traffic.wait_for_more(20, "the writers never wrote");
         // The swap, as a deploy runs it: the application's migration drops its trigger, and
         // slotted's migrations count the comments there are.
         run(
@@ -1162,12 +1150,10 @@ fn an_aggregate_column_an_apps_trigger_keeps_is_taken_over_beside_writers<C: Tes
                 }
             },
         );
-        let at_drop = written.load(std::sync::atomic::Ordering::SeqCst);
-        wait_for(at_drop + 10);
+        traffic.wait_for_more(10, "the writers stopped after the drop");
         conn.run_pending_migrations(slotted_core::CounterMigrations::of::<PostAggregates>())
             .expect("the counter that takes the column over");
-        let at_migration = written.load(std::sync::atomic::Ordering::SeqCst);
-        wait_for(at_migration + 20);
+        traffic.wait_for_more(20, "the writers stopped after the migration");
     });
     let expected = comments_per_post(&mut conn);
     assert_eq!(
