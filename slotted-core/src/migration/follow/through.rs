@@ -75,7 +75,7 @@ pub(super) fn through_triggers(followers: &Followers, dialect: Dialect) -> Strin
 
 /// The watched columns of the table between `through` (its key and each parent column), and
 /// the condition under which an update changes a parent: `OLD."id" IS DISTINCT FROM NEW."id"
-/// OR …` (`<=>` on MySQL).
+/// OR …` (`<=>` on MySQL, `IS NOT` on SQLite).
 fn through_changes(followers: &Followers, through: &str, dialect: Dialect) -> (String, String) {
     let mut columns: Vec<&str> = Vec::new();
     for (_, follow) in followers.through(through) {
@@ -92,9 +92,9 @@ fn through_changes(followers: &Followers, through: &str, dialect: Dialect) -> (S
             let column = quote(dialect, column);
             match dialect {
                 Dialect::Mysql => format!("NOT (OLD.{column} <=> NEW.{column})"),
-                Dialect::Postgres | Dialect::Sqlite => {
-                    format!("OLD.{column} IS DISTINCT FROM NEW.{column}")
-                }
+                Dialect::Postgres => format!("OLD.{column} IS DISTINCT FROM NEW.{column}"),
+                // SQLite's `IS NOT` compares NULLs too, and needs no SQLite newer than 3.39.
+                Dialect::Sqlite => format!("OLD.{column} IS NOT NEW.{column}"),
             }
         })
         .collect();
