@@ -31,7 +31,7 @@
 //! (and PostgreSQL's trigger function) and nothing else.
 
 use crate::dialect::Dialect;
-use crate::follow::{trigger_name, FollowSpec, TRIGGER_EVENTS};
+use crate::follow::{trigger_name, FollowSpec, Through, TRIGGER_EVENTS};
 use crate::sql::slot::{mysql_trigger_takes_index, pg_trigger_takes_index, trigger_slot_sql};
 use crate::table::CounterSpec;
 
@@ -102,13 +102,16 @@ impl<'a> Followers<'a> {
         tables
     }
 
-    /// The counters that count through `table`.
-    fn through(&self, table: &str) -> impl Iterator<Item = (&CounterSpec, &FollowSpec)> + '_ {
+    /// The counters that count through `table`, each with its [`Through`].
+    fn through(
+        &self,
+        table: &str,
+    ) -> impl Iterator<Item = (&CounterSpec, &FollowSpec, Through)> + '_ {
         let table = table.to_owned();
-        self.counters
-            .iter()
-            .filter(move |(_, follow)| follow.through.is_some_and(|t| t.table == table))
-            .map(|(spec, follow)| (*spec, *follow))
+        self.counters.iter().filter_map(move |(spec, follow)| {
+            let through = follow.through.filter(|t| t.table == table)?;
+            Some((*spec, *follow, through))
+        })
     }
 
     /// The tables the migration holds writers off while it counts the rows already there: the

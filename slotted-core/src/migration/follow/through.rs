@@ -3,7 +3,7 @@
 //! the table between that keep the counts when its rows move, appear or go.
 
 use crate::dialect::Dialect;
-use crate::follow::{trigger_name, FollowSpec};
+use crate::follow::{trigger_name, FollowSpec, Through};
 use crate::sql::slot::{mysql_trigger_takes_index, pg_trigger_takes_index, trigger_slot_sql};
 use crate::table::CounterSpec;
 
@@ -78,8 +78,7 @@ pub(super) fn through_triggers(followers: &Followers, dialect: Dialect) -> Strin
 /// OR …` (`<=>` on MySQL, `IS NOT` on SQLite).
 fn through_changes(followers: &Followers, through: &str, dialect: Dialect) -> (String, String) {
     let mut columns: Vec<&str> = Vec::new();
-    for (_, follow) in followers.through(through) {
-        let Some(t) = follow.through else { continue };
+    for (_, _, t) in followers.through(through) {
         for column in [t.key, t.column] {
             if !columns.contains(&column) {
                 columns.push(column);
@@ -111,14 +110,12 @@ fn through_changes(followers: &Followers, through: &str, dialect: Dialect) -> (S
 fn through_add(
     spec: &CounterSpec,
     follow: &FollowSpec,
+    through: Through,
     dialect: Dialect,
     row: &str,
     sign: &str,
 ) -> String {
     let q = |ident: &str| quote(dialect, ident);
-    let Some(through) = follow.through else {
-        return String::new();
-    };
     let parent = format!("{row}.{}", q(through.column));
     let columns: Vec<String> = spec.key_columns().iter().map(|c| q(c)).collect();
     format!(
@@ -158,10 +155,10 @@ fn postgres_through(followers: &Followers, through: &'static str) -> String {
     let adds = |row: &str, sign: &str| -> String {
         followers
             .through(through)
-            .map(|(spec, follow)| {
+            .map(|(spec, follow, t)| {
                 format!(
                     "{};\n        ",
-                    through_add(spec, follow, dialect, row, sign)
+                    through_add(spec, follow, t, dialect, row, sign)
                 )
             })
             .collect()
@@ -188,8 +185,8 @@ fn postgres_through(followers: &Followers, through: &'static str) -> String {
         delete = adds("OLD", "-"),
         lock = followers
             .through(through)
-            .find_map(|(_, follow)| follow.through)
-            .map(|t| format!(
+            .next()
+            .map(|(_, _, t)| format!(
                 "PERFORM 1 FROM {table} WHERE {key} = OLD.{key} FOR UPDATE;\n    ",
                 key = q(t.key)
             ))
@@ -213,10 +210,7 @@ fn mysql_through(followers: &Followers, through: &'static str) -> String {
     let adds = |row: &str, sign: &str| -> String {
         followers
             .through(through)
-            .map(|(spec, follow)| {
-                let Some(t) = follow.through else {
-                    return String::new();
-                };
+            .map(|(spec, follow, t)| {
                 let child = q(follow.table);
                 let parent = format!("{row}.{}", q(t.column));
                 format!(
@@ -290,8 +284,11 @@ fn sqlite_through(followers: &Followers, through: &'static str) -> String {
     let adds = |row: &str, sign: &str| -> String {
         followers
             .through(through)
-            .map(|(spec, follow)| {
-                format!("    {};\n", through_add(spec, follow, dialect, row, sign))
+            .map(|(spec, follow, t)| {
+                format!(
+                    "    {};\n",
+                    through_add(spec, follow, t, dialect, row, sign)
+                )
             })
             .collect()
     };
