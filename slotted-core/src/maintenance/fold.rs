@@ -14,8 +14,8 @@
 //!   and compaction never waits behind a writer's transaction nor makes the writers queued
 //!   behind it wait. `set` and folds into another bucket must hold every row, and wait.
 //!   PostgreSQL's compaction runs the whole batch as one statement on the server
-//!   (`CompactInPlace`); the other folds, and MySQL's, read the rows into the client and write
-//!   the result back (`take_rows`, `put_back`).
+//!   (`CompactInPlace`), which moves no row to another key; the other folds, and MySQL's, read
+//!   the rows into the client and write the result back (`take_rows`, `put_back`).
 //! - SQLite: `DELETE … RETURNING`, then the sums inserted; SQLite lets one writer in at a time.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -159,9 +159,8 @@ pub(crate) async fn put_back<E: Exec>(
     Ok(())
 }
 
-/// A fold whose row into the settled slot (moved there, or inserted where the record had
-/// none) met the same row made by a concurrent compaction of the record that committed first
-/// (two compactions that each took part of the record's rows, `SKIP LOCKED`): the batch is
+/// A fold whose new row (a row into a bucket it took nothing from, or on SQLite a settled
+/// row) met the same row made by a concurrent transaction that committed first: the batch is
 /// rolled back and run again, as a deadlock's loser is, and its next run takes that row too.
 fn settled_first(e: diesel::result::Error) -> diesel::result::Error {
     use diesel::result::{DatabaseErrorKind, Error as DieselError};
@@ -374,10 +373,7 @@ async fn fold_once<E: Exec>(exec: &mut E, scope: Scope<'_>, how: Fold) -> Result
 async fn compact_in_place<E: Exec>(exec: &mut E, scope: Scope<'_>) -> Result<CompactionReport> {
     let spec = scope.spec;
     let fail = |e| database_error(spec, e);
-    let rows: Vec<CompactedBatch> = exec
-        .load(CompactInPlace::new(scope))
-        .await
-        .map_err(|e| fail(settled_first(e)))?;
+    let rows: Vec<CompactedBatch> = exec.load(CompactInPlace::new(scope)).await.map_err(fail)?;
     // At least one row (the summary's `LEFT JOIN`); the figures are the same in every row.
     let first = rows
         .first()
