@@ -1070,8 +1070,9 @@ fn a_pass_takes_only_the_records_written_since_the_last<C: TestConnection>(test:
 /// Now B inserts the settled row and deletes slot 5's, so A takes slot 7's row alone (its
 /// snapshot does not hold B's new row), finds the settled row made, and leaves 2 in slot 7.
 /// The window is A's lock of the rows of the 8191 records before K; the test checks that B ran
-/// after A began (A was running) and before A reached K (B took slot 5), and that the writer
-/// committed while A still ran, and runs again with more rows per record when it did not.
+/// after A began locking (A's transaction had an id) and before A reached K (B took slot 5),
+/// and that the writer committed while A still ran, and runs again with more rows per record
+/// when it did not.
 fn a_compaction_that_began_before_another_settled_the_record_loses_nothing<C: TestConnection>(
     test: &str,
 ) {
@@ -1079,10 +1080,13 @@ fn a_compaction_that_began_before_another_settled_the_record_loses_nothing<C: Te
         return;
     };
     const K: i64 = 8192;
+    // A's compaction statement runs and has locked a row (its transaction has an id): it is
+    // past its snapshot, which this statement takes when it executes, after its parse and bind
+    // (which `state = 'active'` alone would also show).
     let running = |conn: &mut C, pid: i64| {
         conn.query_i64(&format!(
             "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE pid = {pid} \
-             AND state = 'active' AND query LIKE '%slotted_taken%'"
+             AND state = 'active' AND backend_xid IS NOT NULL AND query LIKE '%slotted_taken%'"
         )) == 1
     };
     conn.batch_execute(&format!(
@@ -1116,12 +1120,9 @@ fn a_compaction_that_began_before_another_settled_the_record_loses_nothing<C: Te
                     .unwrap();
                 (report, started.elapsed())
             });
-            // A's statement seen running, then 5 ms more: past its start, where it takes its
-            // snapshot.
             while !running(&mut conn, pid) && !a.is_finished() {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            std::thread::sleep(Duration::from_millis(5));
             let b_after_a_began = running(&mut conn, pid);
             let b = Article::likes_of(K as i32).compact(&mut conn).unwrap();
             writer.batch_execute("COMMIT").unwrap();
