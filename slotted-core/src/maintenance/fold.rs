@@ -558,6 +558,8 @@ macro_rules! for_each_page {
                 Ok(keys) => keys,
                 Err(e) => break Err($crate::maintenance::pace::stopped(&mut *$exec, total, e)),
             };
+            // A page shorter than its limit is the last: no query for an empty one.
+            let last_page = (keys.len() as i64) < limit;
             keys.dedup();
             let Some(last) = keys.last().cloned() else {
                 break Ok(total);
@@ -567,6 +569,9 @@ macro_rules! for_each_page {
             let $report = &mut total;
             if let Err(e) = $on_page {
                 break Err($crate::maintenance::pace::stopped(&mut *$exec, total, e));
+            }
+            if last_page {
+                break Ok(total);
             }
             after = Some(last);
         }

@@ -178,12 +178,16 @@ async fn refresh_all<T: CounterTable, E: Exec>(
         let Some(last) = keys.last().cloned() else {
             return Ok(report);
         };
+        let last_page = (keys.len() as i64) < limit;
         let keys: Vec<KeyValue<'_>> = keys.iter().map(crate::key::RawKey::as_value).collect();
         let done = paced!(exec, &mut pace, &keys, &mut report, |batch| {
             fold::refresh(exec, spec, cache, batch)
         });
         if let Err(e) = done {
             return Err(stopped(exec, report, e));
+        }
+        if last_page {
+            return Ok(report);
         }
         after = Some(last);
     }
@@ -280,10 +284,15 @@ macro_rules! for_each_key_page {
             let Some(last) = keys.last().cloned() else {
                 break Ok(report);
             };
+            // A page shorter than its limit is the last: no query for an empty one.
+            let last_page = (keys.len() as i64) < limit;
             let keys: Vec<KeyValue<'_>> = keys.iter().map(crate::key::RawKey::as_value).collect();
             let done = paced!($exec, &mut pace, &keys, &mut report, |$b| $job);
             if let Err(e) = done {
                 break Err(stopped($exec, report, e));
+            }
+            if last_page {
+                break Ok(report);
             }
             after = Some(last);
         }
