@@ -1073,6 +1073,7 @@ fn a_pass_takes_only_the_records_written_since_the_last<C: TestConnection>(test:
 /// after A began locking (A's transaction had an id) and before A reached K (B took slot 5),
 /// and that the writer committed while A still ran, and runs again with more rows per record
 /// when it did not.
+#[cfg(feature = "postgres")]
 fn a_compaction_that_began_before_another_settled_the_record_loses_nothing<C: TestConnection>(
     test: &str,
 ) {
