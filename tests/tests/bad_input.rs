@@ -38,6 +38,21 @@ pub struct r#Match {
     pub r#type: i32,
 }
 
+diesel::table! {
+    tallies (id) {
+        id -> BigInt,
+        hits_count -> Integer,
+    }
+}
+
+/// A roll-up into a 32-bit column, to meet totals it cannot hold.
+#[derive(SlottedCounter)]
+#[diesel(table_name = tallies)]
+#[slotted(counter = hits, slots = 2, strategy = random, cache = hits_count)]
+pub struct Tally {
+    pub id: i64,
+}
+
 // A lost connection only on the servers: an embedded database has none to lose.
 backend_tests! {
     all: [
@@ -45,6 +60,7 @@ backend_tests! {
         overflowing_add_writes_nothing_and_keeps_the_transaction,
         overflow_is_refused_on_every_write_path,
         totals_beyond_i64_are_an_error,
+        a_roll_up_leaves_and_names_the_totals_its_column_cannot_hold,
         totals_of_100_000_keys,
         string_keys_round_trip_or_are_refused,
         migration_folders_refuse_bad_directories,
@@ -202,6 +218,75 @@ fn totals_beyond_i64_are_an_error<C: TestConnection>(test: &str) {
         7,
         "other records still read"
     );
+}
+
+/// Four records rolled up into a 32-bit column: one past `i32`, one past `i64`, one that fits,
+/// one with no rows left (its column goes back to 0). The two that cannot be written keep their
+/// column and are named in the report, each with its reason; the other two are written, by
+/// `refresh_cache` and by `refresh_cache_all` alike.
+fn a_roll_up_leaves_and_names_the_totals_its_column_cannot_hold<C: TestConnection>(test: &str) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    conn.batch_execute(
+        "CREATE TABLE tallies (id BIGINT PRIMARY KEY, hits_count INTEGER NOT NULL DEFAULT 0)",
+    )
+    .unwrap();
+    conn.run_pending_migrations(CounterMigrations::of::<Tally>())
+        .unwrap();
+    let columns = |conn: &mut C| {
+        let bigint = if C::NAME == "mysql" {
+            "SIGNED"
+        } else {
+            "BIGINT"
+        };
+        conn.query_pairs(&format!(
+            "SELECT id AS k, CAST(hits_count AS {bigint}) AS n FROM tallies ORDER BY id"
+        ))
+    };
+    // The column claimed by a first roll-up, while it holds nothing of its own.
+    conn.batch_execute("INSERT INTO tallies (id) VALUES (1), (2), (3), (4)")
+        .unwrap();
+    tallies_hits_slots::table
+        .refresh_cache_all(100, &mut conn)
+        .unwrap();
+    for all in [false, true] {
+        conn.batch_execute(&format!(
+            "DELETE FROM tallies_hits_slots; \
+             UPDATE tallies SET hits_count = CASE WHEN id = 4 THEN 9 ELSE 7 END; \
+             INSERT INTO tallies_hits_slots (record_id, slot, count) \
+             VALUES (1, 0, {}), (1, 1, 1), (2, 0, {}), (2, 1, 10), (3, 0, 2), (3, 1, 3)",
+            i32::MAX,
+            i64::MAX
+        ))
+        .unwrap();
+        let report = if all {
+            tallies_hits_slots::table.refresh_cache_all(100, &mut conn)
+        } else {
+            tallies_hits_slots::table.refresh_cache(&[1, 2, 3, 4], &mut conn)
+        }
+        .unwrap();
+        assert_eq!(report.updated, 2, "records 3 and 4: {report:?}");
+        assert_eq!(columns(&mut conn), [(1, 7), (2, 7), (3, 5), (4, 0)]);
+        let failed: Vec<(&str, &str)> = report
+            .failed
+            .iter()
+            .map(|f| (f.key.as_str(), f.reason.as_str()))
+            .collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert!(failed[0].0.contains('1'), "{failed:?}");
+        assert!(
+            failed[0].1.contains("2147483648") && failed[0].1.contains("32-bit column"),
+            "{failed:?}"
+        );
+        assert!(failed[1].0.contains('2'), "{failed:?}");
+        let beyond = failed[1].1;
+        assert!(
+            beyond.contains("9223372036854775817") || beyond.contains("outside i64"),
+            "{failed:?}"
+        );
+    }
 }
 
 fn totals_of_100_000_keys<C: TestConnection>(test: &str) {

@@ -34,6 +34,7 @@ use crate::sql::maintenance::{
     RowsQuery, UpdateRows,
 };
 use crate::sql::read::{KeyPage, Keys};
+use crate::sql::refresh::{key_named, RefreshFromSlots, RefreshedBatch};
 use crate::sql::{Buckets, Scope, SlotRow, SlotValue, SETTLED_SLOT};
 use crate::table::{CacheSpec, CounterSpec};
 
@@ -406,6 +407,51 @@ async fn compact_in_place<E: Exec>(exec: &mut E, scope: Scope<'_>) -> Result<Com
     })
 }
 
+/// PostgreSQL's roll-up of a batch: the same as `refresh_once`'s, in one statement on the
+/// server ([`RefreshFromSlots`]), with no total sent to the client and back. A key whose total
+/// the column cannot hold is left as it is and reported, as `refresh_once` reports it.
+async fn refresh_in_place<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    cache: &CacheSpec,
+    batch: &[KeyValue<'_>],
+    report: &mut super::RefreshReport,
+) -> Result<()> {
+    let statement = RefreshFromSlots::new(Scope::new(spec, batch), cache);
+    let rows: Vec<RefreshedBatch> = exec
+        .load(statement)
+        .await
+        .map_err(|e| database_error(spec, e))?;
+    for row in &rows {
+        let Some((raw, total)) = &row.out_of_range else {
+            continue;
+        };
+        let mut raw = raw.clone();
+        raw.conform(spec.key_column_kinds());
+        let named = key_named(batch, &raw);
+        let key = named.map_or_else(|| format!("{raw:?}"), |k| format!("{k:?}"));
+        let parsed = match named {
+            Some(k) => parse_total(spec, k, Some(total.clone())),
+            None => parse_total(spec, &raw, Some(total.clone())),
+        };
+        let reason = match parsed {
+            Ok(total) => format!(
+                "its total, {total}, does not fit the {}-bit column `{}.{}`: the column was \
+                 left as it is",
+                cache.bits, cache.table, cache.column
+            ),
+            Err(e) => e.to_string(),
+        };
+        report.failed.push(RecordFailure { key, reason });
+    }
+    // At least one row (the `LEFT JOIN`); the count is the same in every row.
+    let first = rows
+        .first()
+        .ok_or_else(|| database_error(spec, diesel::result::Error::NotFound))?;
+    report.updated += u64::try_from(first.updated).unwrap_or(0);
+    Ok(())
+}
+
 /// One record's rows on their way into one row.
 struct Group {
     /// The smallest slot taken in the target bucket.
@@ -610,6 +656,10 @@ async fn refresh_once<E: Exec>(
 ) -> Result<super::RefreshReport> {
     let mut report = super::RefreshReport::default();
     for batch in keys.chunks(super::MAINTENANCE_BATCH) {
+        if E::Backend::DIALECT == Dialect::Postgres {
+            refresh_in_place(exec, spec, cache, batch, &mut report).await?;
+            continue;
+        }
         // The totals come from a plain, non-locking read; the cache is then as fresh as it.
         let mut totals: BTreeMap<KeyValue<'_>, Result<i64>> =
             batch.iter().map(|&k| (k, Ok(0))).collect();

@@ -11,6 +11,8 @@
 //! - [`adopt`]: an adopted column's part of the totals, absorb and release, the claims table.
 //! - [`maintenance`]: the locking read, the row-exact `DELETE`/`UPDATE`/`INSERT` of a fold, the
 //!   cache roll-up, retention.
+//! - [`compact`], [`refresh`]: PostgreSQL's compaction and roll-up of a batch, each one
+//!   statement on the server.
 //!
 //! The DDL of a counter table is in [`crate::migration`], as text for diesel CLI folders.
 
@@ -23,6 +25,7 @@ pub(crate) mod json_table;
 pub(crate) mod lease;
 pub(crate) mod maintenance;
 pub(crate) mod read;
+pub(crate) mod refresh;
 pub(crate) mod slot;
 pub(crate) mod transaction;
 pub(crate) mod write;
