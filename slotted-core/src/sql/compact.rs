@@ -5,7 +5,7 @@ use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::QueryResult;
 
 use super::maintenance::{push_same_key, Rows, RowsQuery};
-use super::read_key;
+use super::read_keyed_total;
 use super::write::push_insert_into;
 use super::{
     push_columns, push_record_type, statement, varies_with_batch, Scope, BUCKET, COUNT, SLOT, TOTAL,
@@ -130,11 +130,16 @@ impl<DB: CounterBackend> QueryFragment<DB> for CompactInPlace<'_> {
             DB::push_text(&mut out, record_type)?;
             out.push_sql(", ");
         }
-        push_columns(&mut out, keys, None)?;
-        if bucketed {
-            out.push_sql(", ");
-            out.push_identifier(BUCKET)?;
-        }
+        // The group's columns that the counter table has (a bucket only when bucketed).
+        let stored_group = |out: &mut AstPass<'_, 'b, DB>| {
+            push_columns(out, keys, None)?;
+            if bucketed {
+                out.push_sql(", ");
+                out.push_identifier(BUCKET)?;
+            }
+            QueryResult::Ok(())
+        };
+        stored_group(&mut out)?;
         out.push_sql(", -1, CAST(total AS BIGINT) FROM ");
         out.push_sql(GOOD);
         out.push_sql(" WHERE ");
@@ -142,11 +147,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for CompactInPlace<'_> {
         out.push_sql(" <> -1 AND total <> 0 ORDER BY ");
         group_columns(&mut out)?;
         out.push_sql(" ON CONFLICT DO NOTHING RETURNING ");
-        push_columns(&mut out, keys, None)?;
-        if bucketed {
-            out.push_sql(", ");
-            out.push_identifier(BUCKET)?;
-        }
+        stored_group(&mut out)?;
         // The groups, each with whether it got its settled row from this statement: an `EXISTS`
         // in the select list (a hashed subquery), which keeps the estimate at the groups' own.
         // A `LEFT JOIN` of two CTEs, which have no statistics, is estimated at their product
@@ -235,12 +236,8 @@ pub(crate) struct CompactedBatch {
 
 impl<DB: CounterBackend> diesel::deserialize::QueryableByName<DB> for CompactedBatch {
     fn build<'a>(row: &impl diesel::row::NamedRow<'a, DB>) -> diesel::deserialize::Result<Self> {
-        // The key columns are NULL on the one row of a batch that left no record whole. The key
-        // is read by the server's types: the caller conforms it to the counter's key kinds.
-        let poisoned = match DB::read_nullable_text(row, TOTAL)? {
-            Some(sum) => Some((read_key(row)?, sum)),
-            None => None,
-        };
+        // The key columns are NULL on the one row of a batch that left no record whole.
+        let poisoned = read_keyed_total(row)?;
         Ok(CompactedBatch {
             records: DB::read_big_int(row, "records")?,
             rows_before: DB::read_big_int(row, "rows_before")?,

@@ -456,6 +456,18 @@ impl<DB: CounterBackend, R: FromCounterRow> QueryableByName<DB> for CounterRow<R
     }
 }
 
+/// A row's key and its `slotted_total` as text, or `None` when the total is NULL (a summary row
+/// that names no record). The key is read by the server's types: the caller conforms it to the
+/// counter's key kinds.
+pub(crate) fn read_keyed_total<'a, DB: CounterBackend>(
+    row: &impl NamedRow<'a, DB>,
+) -> deserialize::Result<Option<(RawKey, String)>> {
+    match DB::read_nullable_text(row, TOTAL)? {
+        Some(total) => Ok(Some((read_key(row)?, total))),
+        None => Ok(None),
+    }
+}
+
 /// A row's key: `record_id`, and `record_id_2`… when the row has them (a composite key), each
 /// read by the type the server sent it as.
 pub(crate) fn read_key<'a, DB: CounterBackend>(

@@ -7,7 +7,7 @@ use diesel::QueryResult;
 use super::maintenance::push_same_key;
 use super::read::SumMany;
 use super::{
-    push_columns, push_key_values, push_list, push_qualified, read_key, statement,
+    push_columns, push_key_values, push_list, push_qualified, read_keyed_total, statement,
     varies_with_batch, Scope, COUNT, TOTAL,
 };
 use crate::dialect::CounterBackend;
@@ -173,12 +173,8 @@ pub(crate) struct RefreshedBatch {
 
 impl<DB: CounterBackend> diesel::deserialize::QueryableByName<DB> for RefreshedBatch {
     fn build<'a>(row: &impl diesel::row::NamedRow<'a, DB>) -> diesel::deserialize::Result<Self> {
-        // The key columns are NULL on the row of a batch whose totals all fit. The key is read
-        // by the server's types: the caller matches it with the batch's keys.
-        let out_of_range = match DB::read_nullable_text(row, TOTAL)? {
-            Some(total) => Some((read_key(row)?, total)),
-            None => None,
-        };
+        // The key columns are NULL on the row of a batch whose totals all fit.
+        let out_of_range = read_keyed_total(row)?;
         Ok(RefreshedBatch {
             updated: DB::read_big_int(row, "updated")?,
             out_of_range,
