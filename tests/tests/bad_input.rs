@@ -53,6 +53,21 @@ pub struct Tally {
     pub id: i64,
 }
 
+diesel::table! {
+    tags (name) {
+        name -> Text,
+        uses_count -> BigInt,
+    }
+}
+
+/// A text key rolled up into its parent, whose key column has the database's own collation.
+#[derive(SlottedCounter)]
+#[diesel(table_name = tags, primary_key(name))]
+#[slotted(counter = uses, slots = 2, strategy = random, cache = uses_count, max_key_length = 64)]
+pub struct Tag {
+    pub name: String,
+}
+
 // A lost connection only on the servers: an embedded database has none to lose.
 backend_tests! {
     all: [
@@ -61,6 +76,7 @@ backend_tests! {
         overflow_is_refused_on_every_write_path,
         totals_beyond_i64_are_an_error,
         a_roll_up_leaves_and_names_the_totals_its_column_cannot_hold,
+        a_text_key_rolls_up_into_a_column_of_its_own_collation,
         totals_of_100_000_keys,
         string_keys_round_trip_or_are_refused,
         migration_folders_refuse_bad_directories,
@@ -287,6 +303,52 @@ fn a_roll_up_leaves_and_names_the_totals_its_column_cannot_hold<C: TestConnectio
             "{failed:?}"
         );
     }
+}
+
+/// Text keys, their parent's key column in the database's default collation (on MySQL a
+/// case-insensitive one; the counter table's is binary): the roll-up writes each total into its
+/// own row, by `refresh_cache` and `refresh_cache_all`.
+fn a_text_key_rolls_up_into_a_column_of_its_own_collation<C: TestConnection>(test: &str) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    conn.batch_execute(
+        "CREATE TABLE tags (name VARCHAR(64) PRIMARY KEY, uses_count BIGINT NOT NULL DEFAULT 0); \
+         INSERT INTO tags (name) VALUES ('diesel'), ('rust'), ('sql'), ('Ünïcode \"q\"')",
+    )
+    .unwrap();
+    conn.run_pending_migrations(CounterMigrations::of::<Tag>())
+        .unwrap();
+    let names = ["diesel", "rust", "sql", "Ünïcode \"q\""];
+    for (i, name) in names.iter().enumerate() {
+        Tag::uses_of(name.to_string())
+            .add(i as i64 + 1, &mut conn)
+            .unwrap();
+    }
+    let columns = |conn: &mut C| {
+        names
+            .iter()
+            .map(|name| {
+                conn.query_i64(&format!(
+                    "SELECT uses_count AS n FROM tags WHERE name = '{}'",
+                    name.replace('\'', "''")
+                ))
+            })
+            .collect::<Vec<_>>()
+    };
+    let report = tags_uses_slots::table
+        .refresh_cache_all(3, &mut conn)
+        .unwrap();
+    assert_eq!((report.updated, report.failed.len()), (4, 0), "{report:?}");
+    assert_eq!(columns(&mut conn), [1, 2, 3, 4]);
+    Tag::uses_of("sql".to_string()).add(10, &mut conn).unwrap();
+    let keys: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let report = tags_uses_slots::table
+        .refresh_cache(&keys, &mut conn)
+        .unwrap();
+    assert_eq!(report.updated, 1, "only the changed row: {report:?}");
+    assert_eq!(columns(&mut conn), [1, 2, 13, 4]);
 }
 
 fn totals_of_100_000_keys<C: TestConnection>(test: &str) {

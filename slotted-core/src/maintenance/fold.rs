@@ -713,10 +713,7 @@ async fn refresh_once<E: Exec>(
             continue;
         }
         let updated = exec
-            .execute(RefreshCache {
-                cache,
-                totals: &pairs,
-            })
+            .execute(RefreshCache::new(spec, cache, &pairs))
             .await
             .map_err(|e| database_error(spec, e))?;
         report.updated += updated as u64;
