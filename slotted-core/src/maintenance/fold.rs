@@ -713,7 +713,10 @@ async fn refresh_once<E: Exec>(
             continue;
         }
         let updated = exec
-            .execute(RefreshCache::new(spec, cache, &pairs))
+            .execute(RefreshCache {
+                cache,
+                totals: &pairs,
+            })
             .await
             .map_err(|e| database_error(spec, e))?;
         report.updated += updated as u64;

@@ -118,7 +118,7 @@ impl JsonRow<'_> {
     }
 
     /// Each of the key's parts.
-    pub(crate) fn key(&mut self, key: &KeyValue<'_>) -> Result<(), String> {
+    fn key(&mut self, key: &KeyValue<'_>) -> Result<(), String> {
         for part in key.parts() {
             match part {
                 KeyPart::SmallInt(v) => self.int(v),
@@ -139,20 +139,6 @@ impl JsonRow<'_> {
 /// The columns of a `JSON_TABLE` of rows: the key's (typed as the counter table's), [`bucket`,]
 /// then `tail`; a row's values for the head are [`JsonRow::row_id`]'s.
 pub(crate) fn columns(
-    spec: &CounterSpec,
-    tail: &[(&'static str, &'static str)],
-) -> QueryResult<Vec<(&'static str, Cow<'static, str>)>> {
-    let mut columns = key_columns(spec, &[])?;
-    if spec.bucket.is_some() {
-        columns.push((BUCKET, "BIGINT".into()));
-    }
-    columns.extend(tail.iter().map(|&(column, t)| (column, Cow::Borrowed(t))));
-    Ok(columns)
-}
-
-/// The columns of a `JSON_TABLE` of keys: the key's (typed as the counter table's), then `tail`;
-/// a row's values for the head are [`JsonRow::key`]'s.
-pub(crate) fn key_columns(
     spec: &CounterSpec,
     tail: &[(&'static str, &'static str)],
 ) -> QueryResult<Vec<(&'static str, Cow<'static, str>)>> {
@@ -177,6 +163,9 @@ pub(crate) fn key_columns(
             }
         };
         columns.push((*column, sql_type));
+    }
+    if spec.bucket.is_some() {
+        columns.push((BUCKET, "BIGINT".into()));
     }
     columns.extend(tail.iter().map(|&(column, t)| (column, Cow::Borrowed(t))));
     Ok(columns)
