@@ -428,21 +428,20 @@ async fn refresh_in_place<E: Exec>(
         };
         let mut raw = raw.clone();
         raw.conform(spec.key_column_kinds());
-        let named = key_named(batch, &raw);
-        let key = named.map_or_else(|| format!("{raw:?}"), |k| format!("{k:?}"));
-        let parsed = match named {
-            Some(k) => parse_total(spec, k, Some(total.clone())),
-            None => parse_total(spec, &raw, Some(total.clone())),
+        // Named as `refresh_once` names it: the batch's key.
+        let key: &dyn std::fmt::Debug = match key_named(batch, &raw) {
+            Some(key) => key,
+            None => &raw,
         };
-        let reason = match parsed {
-            Ok(total) => format!(
-                "its total, {total}, does not fit the {}-bit column `{}.{}`: the column was \
-                 left as it is",
-                cache.bits, cache.table, cache.column
-            ),
-            Err(e) => e.to_string(),
-        };
-        report.failed.push(RecordFailure { key, reason });
+        report
+            .failed
+            .push(match parse_total(spec, key, Some(total.clone())) {
+                Ok(total) => does_not_fit(cache, key, total),
+                Err(e) => RecordFailure {
+                    key: format!("{key:?}"),
+                    reason: e.to_string(),
+                },
+            });
     }
     // At least one row (the `LEFT JOIN`); the count is the same in every row.
     let first = rows
@@ -450,6 +449,19 @@ async fn refresh_in_place<E: Exec>(
         .ok_or_else(|| database_error(spec, diesel::result::Error::NotFound))?;
     report.updated += u64::try_from(first.updated).unwrap_or(0);
     Ok(())
+}
+
+/// The report's line for a total the cache column is too narrow for (an `Integer` column past
+/// `i32`): the column is left as it is.
+fn does_not_fit(cache: &CacheSpec, key: &dyn std::fmt::Debug, total: i64) -> RecordFailure {
+    RecordFailure {
+        key: format!("{key:?}"),
+        reason: format!(
+            "its total, {total}, does not fit the {}-bit column `{}.{}`: the column was left as \
+             it is",
+            cache.bits, cache.table, cache.column
+        ),
+    }
 }
 
 /// One record's rows on their way into one row.
@@ -693,15 +705,8 @@ async fn refresh_once<E: Exec>(
         let mut pairs = Vec::with_capacity(totals.len());
         for (key, total) in totals {
             match total {
-                Ok(total) if !cache.holds(total) => report.failed.push(RecordFailure {
-                    key: format!("{key:?}"),
-                    reason: format!(
-                        "its total, {total}, does not fit the {}-bit column `{}.{}`: the column \
-                         was left as it is",
-                        cache.bits, cache.table, cache.column
-                    ),
-                }),
-                Ok(total) => pairs.push((key, total)),
+                Ok(total) if cache.holds(total) => pairs.push((key, total)),
+                Ok(total) => report.failed.push(does_not_fit(cache, &key, total)),
                 Err(e @ Error::TotalOutOfRange { .. }) => report.failed.push(RecordFailure {
                     key: format!("{key:?}"),
                     reason: e.to_string(),

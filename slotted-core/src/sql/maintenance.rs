@@ -9,7 +9,6 @@ use super::slot::Use;
 use super::{
     push_columns, push_key_match, push_key_values, push_keys_in, push_list, push_qualified,
     push_tuple, statement, varies_with_batch, Scope, SlotValue, BUCKET, COUNT, RECORD_TYPE, SLOT,
-    TOTAL,
 };
 use crate::dialect::{CounterBackend, Dialect};
 use crate::key::KeyValue;
@@ -329,8 +328,7 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
 }
 
 /// The roll-up of a page of totals into the cache column, in one statement, writing only the
-/// rows whose cache differs from their total (an unchanged row costs no write, and on
-/// PostgreSQL no lock). MySQL: `UPDATE parent SET cache = CASE WHEN key = ? THEN ? … ELSE
+/// rows whose cache differs from their total (an unchanged row costs no write). MySQL: `UPDATE parent SET cache = CASE WHEN key = ? THEN ? … ELSE
 /// cache END WHERE key IN (…) AND NOT (cache <=> CASE …) ORDER BY key` (for a composite key,
 /// `key = ?` and `IN` are over its columns), locking the parent rows in key order. Each row is
 /// tested against every `WHEN`: 28 ms for 1,000 rows of 100,000, against 8 ms for a
@@ -339,12 +337,9 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
 /// node with a limited write set (`wsrep_max_ws_size` set) refuses a multi-table `UPDATE` with a
 /// non-transactional table in it, `JSON_TABLE` included ("Galera replication not supported",
 /// error 4165; tried on MariaDB 10.11), where the `DELETE` of the same shape passes.
-/// (PostgreSQL's maintenance rolls up with [`super::refresh::RefreshFromSlots`].)
-/// PostgreSQL: `UPDATE parent SET cache = l.total FROM (SELECT … FROM parent JOIN (VALUES
-/// (key, total), …) ON … AND cache IS DISTINCT FROM total WHERE key IN (…) ORDER BY key FOR
-/// UPDATE) AS l WHERE key = l.key AND key IN (…)`. SQLite: `UPDATE parent SET cache =
-/// v.column2 FROM (VALUES (key, total), …) AS v WHERE key = v.column1 AND cache IS NOT
-/// v.column2`.
+/// SQLite: `UPDATE parent SET cache = v.column2 FROM (VALUES (key, total), …) AS v WHERE key =
+/// v.column1 AND cache IS NOT v.column2`. Not PostgreSQL, which reads the totals and writes
+/// them in one statement ([`super::refresh::RefreshFromSlots`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RefreshCache<'a> {
     pub cache: &'a CacheSpec,
@@ -378,60 +373,15 @@ impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
             column,
             ..
         } = *self.cache;
+        if DB::DIALECT == Dialect::Postgres {
+            return Err(diesel::result::Error::QueryBuilderError(
+                "slotted: PostgreSQL rolls up with RefreshFromSlots, not RefreshCache".into(),
+            ));
+        }
         out.push_sql("UPDATE ");
         out.push_identifier(table)?;
         out.push_sql(" SET ");
         out.push_identifier(column)?;
-        if DB::DIALECT == Dialect::Postgres {
-            // The totals as a table joined on the key: a `CASE` of a `WHEN` per key tests every
-            // row against every key (10,000 keys took 3.5 times a hand-written roll-up).
-            // The parent rows are locked in key order first, in the same statement.
-            out.push_sql(" = slotted_locked.");
-            out.push_identifier(TOTAL)?;
-            out.push_sql(" FROM (SELECT ");
-            push_columns(&mut out, key_columns, Some("slotted_parent"))?;
-            out.push_sql(", slotted_totals.");
-            out.push_identifier(TOTAL)?;
-            out.push_sql(" FROM ");
-            out.push_identifier(table)?;
-            out.push_sql(" AS slotted_parent JOIN (VALUES ");
-            self.push_values(&mut out)?;
-            out.push_sql(") AS slotted_totals (");
-            push_columns(&mut out, key_columns, None)?;
-            out.push_sql(", ");
-            out.push_identifier(TOTAL)?;
-            out.push_sql(") ON ");
-            push_same_key(&mut out, key_columns, "slotted_parent", "slotted_totals")?;
-            // Only the rows whose cache differs are locked and written: an unchanged row left
-            // alone costs no dead tuple, no WAL and no lock.
-            out.push_sql(" AND slotted_parent.");
-            out.push_identifier(column)?;
-            out.push_sql(" IS DISTINCT FROM slotted_totals.");
-            out.push_identifier(TOTAL)?;
-            // The keys again as a list, on both sides: with the join alone the planner
-            // estimates the rows it finds no better than a scan of the table (a scan per batch,
-            // twice: 31 ms against 7 ms for 1,000 keys of 100,000 rows).
-            out.push_sql(" WHERE ");
-            push_keys_in(
-                &mut out,
-                key_columns,
-                Some("slotted_parent"),
-                self.totals,
-                |(key, _)| key,
-            )?;
-            out.push_sql(" ORDER BY ");
-            push_columns(&mut out, key_columns, Some("slotted_parent"))?;
-            out.push_sql(" FOR UPDATE OF slotted_parent) AS slotted_locked WHERE ");
-            push_same_key(&mut out, key_columns, table, "slotted_locked")?;
-            out.push_sql(" AND ");
-            return push_keys_in(
-                &mut out,
-                key_columns,
-                Some(table),
-                self.totals,
-                |(key, _)| key,
-            );
-        }
         if DB::DIALECT == Dialect::Sqlite {
             // `UPDATE … FROM (VALUES (key, total), …)`, only where the cache differs: SQLite
             // writes the page of every row an `UPDATE` matches, changed or not. Its `VALUES`

@@ -16,9 +16,9 @@ use crate::table::CacheSpec;
 
 /// The roll-up of `scope`'s keys into the cache column, in one statement (PostgreSQL): each
 /// key's total (`SumMany`, exact as `NUMERIC`; 0 for a key with no row), the parent rows whose
-/// cache differs from a total the column holds locked in key order (`FOR UPDATE`, as
-/// `RefreshCache` locks them) and written, each found through the primary key; an unchanged
-/// row is neither locked nor written.
+/// cache differs from a total the column holds locked in key order (`FOR UPDATE`, so that two
+/// roll-ups do not deadlock) and written, each found through the primary key; an unchanged row
+/// is neither locked nor written.
 /// Returns one [`RefreshedBatch`] row with the number written, and one more for each key whose
 /// total the column cannot hold (left as it is).
 ///
