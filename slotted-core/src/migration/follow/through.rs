@@ -8,7 +8,8 @@ use crate::sql::slot::{mysql_trigger_takes_index, pg_trigger_takes_index, trigge
 use crate::table::CounterSpec;
 
 use super::super::quote;
-use super::{conflict_sum, sqlite_in_range, via_owner, Followers};
+use super::upsert::{conflict_sum, sqlite_in_range};
+use super::{via_owner, Followers};
 
 /// PostgreSQL: `PERFORM 1 FROM "posts" WHERE "id" IN (SELECT "post_id" FROM slotted_new) ORDER
 /// BY "id" FOR KEY SHARE`, once for each table between and the child's column that names its
