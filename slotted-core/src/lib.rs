@@ -74,7 +74,7 @@ pub use exec::sync::CounterConnection;
 pub use handle::Counter;
 pub use key::{CounterKey, KeyKind, KeyOf, KEY_COLUMNS, MAX_KEY_COLUMNS};
 pub use maintenance::CounterMaintenance;
-pub use migration::CounterMigrations;
+pub use migration::{Backfill, CounterMigrations};
 pub use slot::SlotStrategy;
 pub use table::{
     AdoptingCounterTable, BucketWidth, BucketedCounterTable, CacheSpec, CachedCounterTable,

@@ -18,6 +18,7 @@ backend_tests! {
     the_removal_drops_the_triggers_and_nothing_else,
     verify_reports_drift_and_missing_triggers_and_repair_fixes_them,
     the_backfill_is_exact_while_writers_insert_and_delete,
+    an_online_backfill_is_exact_while_writers_insert_delete_move_and_soft_delete,
     counters_of_one_child_table_migrated_apart_are_reported,
     the_triggers_of_a_table_no_longer_followed_are_reported,
     a_post_deleted_with_its_comments_by_a_cascade_leaves_its_community_exact,
@@ -893,6 +894,86 @@ fn the_backfill_is_exact_while_writers_insert_and_delete<C: TestConnection>(test
         traffic.wait_for_more(20, "the writers stopped after the migration");
     });
     assert_exact(&mut conn, "the migration in the middle of the writers");
+}
+
+/// Installing without holding the writers off (`Backfill::Online`), on tables that already
+/// have rows, while writers insert, delete, move and soft-delete comments: the migration makes
+/// the triggers and counts nothing; the repair, run in the middle of the writers, adds each
+/// record's difference (at its snapshot, the rows written before the triggers), an add that
+/// commutes with the writers'. At the end every count is exact, and the repair did count what
+/// the migration left (the locked migration would have left it nothing to repair).
+fn an_online_backfill_is_exact_while_writers_insert_delete_move_and_soft_delete<
+    C: TestConnection,
+>(
+    test: &str,
+) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    for i in 0..30 {
+        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
+    }
+    run(
+        &mut conn,
+        "INSERT INTO post_votes (post_id, user_id, score) VALUES \
+         (1, 1, 1), (1, 2, 1), (1, 3, -1), (2, 1, 1), (3, 1, -1), (3, 2, -1), (4, 4, 1)",
+    );
+    let traffic = Traffic::new();
+    let mut repaired = 0;
+    std::thread::scope(|scope| {
+        let _stop = traffic.stop.on_exit();
+        traffic.spawn::<C>(scope, &db.url, 3, "post_id");
+        // One more writer moves comments to other posts and flips their `deleted`.
+        scope.spawn(|| {
+            let mut conn = C::open(&db.url);
+            let mut i = 0_usize;
+            while !traffic.stop.is_set() {
+                let (post, author) = (POSTS[i % 5], AUTHORS[i % 3]);
+                let change = if i.is_multiple_of(2) {
+                    format!("post_id = {post}")
+                } else {
+                    "deleted = NOT deleted".to_owned()
+                };
+                let pick = if i.is_multiple_of(4) { "MIN" } else { "MAX" };
+                let sql = format!(
+                    "UPDATE comments SET {change} WHERE id = (SELECT m FROM \
+                     (SELECT {pick}(id) AS m FROM comments WHERE author_id = {author}) AS s)"
+                );
+                match conn.batch_execute(&sql) {
+                    Ok(()) => {}
+                    Err(e) if lost_a_lock_conflict(&e) => {}
+                    Err(e) => panic!("the mover: {sql}: {e}"),
+                }
+                i += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+        traffic.wait_for_more(20, "the writers never wrote");
+        conn.run_pending_migrations(forum::migrations().backfill(slotted_core::Backfill::Online))
+            .expect("the counter migrations, online");
+        traffic.wait_for_more(20, "the writers stopped after the migration");
+        // Small pages: many snapshots, each in the middle of the writers.
+        for report in [
+            forum::forum_posts_comments_slots::table.repair_follow_all(2, &mut conn),
+            forum::forum_posts_score_slots::table.repair_follow_all(2, &mut conn),
+            forum::authors_comments_slots::table.repair_follow_all(2, &mut conn),
+            forum::authors_local_comments_slots::table.repair_follow_all(2, &mut conn),
+            forum::sites_comments_slots::table.repair_follow_all(2, &mut conn),
+            forum::sites_local_comments_slots::table.repair_follow_all(2, &mut conn),
+            forum::communities_comments_slots::table.repair_follow_all(2, &mut conn),
+        ] {
+            repaired += report.unwrap().repaired;
+        }
+        traffic.wait_for_more(20, "the writers stopped after the repair");
+    });
+    // Every post's score, every author's and community's comments, the site's two counts: each
+    // had rows from before the triggers.
+    assert!(
+        repaired >= 10,
+        "{}: the repair found only {repaired} records to count",
+        C::NAME
+    );
+    assert_exact(&mut conn, "an online backfill in the middle of the writers");
 }
 
 /// A foreign key that deletes a post's comments with it (`ON DELETE CASCADE`): the post's

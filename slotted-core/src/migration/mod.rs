@@ -25,7 +25,7 @@ mod follow;
 pub use crate::error::DieselCliChange;
 pub use diesel_files::{DieselCliFiles, MigrationFolder, PrintSchemaSection};
 pub(crate) use follow::via_owner;
-pub use follow::{follow_down_sql, follow_up_sql};
+pub use follow::{follow_down_sql, follow_up_sql, follow_up_sql_with, Backfill};
 
 /// The migrations of a set of counter tables, one migration per table.
 ///
@@ -48,6 +48,7 @@ pub use follow::{follow_down_sql, follow_up_sql};
 pub struct CounterMigrations {
     specs: Vec<CounterSpec>,
     flush_log: bool,
+    backfill: Backfill,
 }
 
 /// One table a migration creates.
@@ -71,6 +72,7 @@ enum Table {
         child: &'static str,
         /// The counters that follow `child`.
         specs: Vec<CounterSpec>,
+        backfill: Backfill,
     },
 }
 
@@ -81,7 +83,7 @@ impl Table {
             Table::Unsettled(spec) => unsettled_version(spec),
             Table::FlushLog => hashed_version(FLUSHES_TABLE, ""),
             Table::Columns => hashed_version(COLUMNS_TABLE, ""),
-            Table::Follow { child, specs } => follow_version(child, specs),
+            Table::Follow { child, specs, .. } => follow_version(child, specs),
         }
     }
 
@@ -104,7 +106,7 @@ impl Table {
             Table::Unsettled(spec) => format!("the index of unsettled rows of {}", spec.table),
             Table::FlushLog => format!("the buffer's log table {FLUSHES_TABLE}"),
             Table::Columns => format!("slotted's column-claims table {COLUMNS_TABLE}"),
-            Table::Follow { child, specs } => {
+            Table::Follow { child, specs, .. } => {
                 let tables: Vec<&str> = specs.iter().map(|spec| spec.table).collect();
                 format!("the triggers on {child} that keep {}", tables.join(", "))
             }
@@ -141,7 +143,11 @@ impl Table {
             Table::Unsettled(spec) => unsettled_up_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::up_sql(dialect),
             Table::Columns => crate::sql::adopt::up_sql(dialect),
-            Table::Follow { child, specs } => follow_up_sql(child, specs, dialect),
+            Table::Follow {
+                child,
+                specs,
+                backfill,
+            } => follow_up_sql_with(child, specs, dialect, *backfill),
         }
     }
 
@@ -151,7 +157,7 @@ impl Table {
             Table::Unsettled(spec) => unsettled_down_sql(spec, dialect),
             Table::FlushLog => crate::sql::flush::down_sql(dialect),
             Table::Columns => crate::sql::adopt::down_sql(dialect),
-            Table::Follow { child, specs } => follow::down(child, specs, dialect),
+            Table::Follow { child, specs, .. } => follow::down(child, specs, dialect),
         }
     }
 }
@@ -184,6 +190,42 @@ impl CounterMigrations {
     /// whatever counters it flushes.
     pub fn with_buffer(mut self) -> Self {
         self.flush_log = true;
+        self
+    }
+
+    /// How the follow migrations (of the counters that follow a child table, `follow = …`)
+    /// count the child rows already there: [`Backfill::Locked`] unless set. The migrations'
+    /// versions do not depend on it: a database migrated one way is not migrated again when
+    /// this changes.
+    ///
+    /// ```
+    /// # use diesel::prelude::*;
+    /// # use slotted_core::{Backfill, CounterMaintenance, CounterMigrations, SlottedCounter};
+    /// # diesel::table! { posts { id -> Integer, } }
+    /// # diesel::table! { comments { id -> Integer, post_id -> Integer, } }
+    /// # diesel::allow_tables_to_appear_in_same_query!(posts, comments);
+    /// #[derive(Queryable, SlottedCounter)]
+    /// #[diesel(table_name = posts)]
+    /// #[slotted(counter = comments, slots = 16, follow = comments(post_id))]
+    /// struct Post { id: i32 }
+    ///
+    /// use diesel_migrations::MigrationHarness;
+    /// let mut conn = SqliteConnection::establish(":memory:")?;
+    /// diesel::sql_query("CREATE TABLE posts (id INTEGER PRIMARY KEY)").execute(&mut conn)?;
+    /// diesel::sql_query("CREATE TABLE comments (id INTEGER PRIMARY KEY, post_id INTEGER NOT NULL)")
+    ///     .execute(&mut conn)?;
+    /// diesel::sql_query("INSERT INTO comments (post_id) VALUES (1), (1), (2)").execute(&mut conn)?;
+    /// // The triggers only: the three comments already there are not counted yet...
+    /// conn.run_pending_migrations(CounterMigrations::of::<Post>().backfill(Backfill::Online))?;
+    /// assert_eq!(Post::comments_of(1).total(&mut conn)?, 0);
+    /// // ...until the repair counts them, beside any writers.
+    /// let report = posts_comments_slots::table.repair_follow_all(1_000, &mut conn)?;
+    /// assert_eq!(report.repaired, 2);
+    /// assert_eq!(Post::comments_of(1).total(&mut conn)?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn backfill(mut self, backfill: Backfill) -> Self {
+        self.backfill = backfill;
         self
     }
 
@@ -229,6 +271,7 @@ impl CounterMigrations {
                     .filter(|spec| spec.follow.is_some_and(|f| f.table == child))
                     .copied()
                     .collect(),
+                backfill: self.backfill,
             }
         }));
         tables

@@ -27,8 +27,10 @@
 //! time (PostgreSQL: `LOCK TABLE … IN SHARE ROW EXCLUSIVE MODE` inside the migration's
 //! transaction; MySQL: `LOCK TABLES … WRITE` around the DDL, which MySQL cannot run in a
 //! transaction; SQLite: its one writer). So every child row is counted exactly once: before the
-//! triggers exist by the backfill, after by the triggers. The removal (down) drops the triggers
-//! (and PostgreSQL's trigger function) and nothing else.
+//! triggers exist by the backfill, after by the triggers. With [`Backfill::Online`] it makes no
+//! backfill, and holds the writers off only for the DDL: the repair job counts those rows later,
+//! beside the writers (`backfill.rs` says why that is exact). The removal (down) drops the
+//! triggers (and PostgreSQL's trigger function) and nothing else.
 
 use crate::dialect::Dialect;
 use crate::follow::{trigger_name, FollowSpec, Through, TRIGGER_EVENTS};
@@ -37,6 +39,7 @@ use crate::table::CounterSpec;
 use super::quote;
 
 mod backfill;
+pub use backfill::Backfill;
 mod mysql;
 mod postgres;
 mod sqlite;
@@ -54,6 +57,8 @@ mod upsert;
 pub(crate) struct Followers<'a> {
     pub child: &'static str,
     pub counters: Vec<(&'a CounterSpec, &'a FollowSpec)>,
+    /// Whether the migration counts the rows already there.
+    pub backfill: Backfill,
 }
 
 impl<'a> Followers<'a> {
@@ -66,7 +71,11 @@ impl<'a> Followers<'a> {
             .collect();
         counters.sort_by_key(|(spec, _)| spec.table);
         counters.dedup_by_key(|(spec, _)| spec.table);
-        Followers { child, counters }
+        Followers {
+            child,
+            counters,
+            backfill: Backfill::Locked,
+        }
     }
 
     /// What the triggers carry, for the migration's version: every counter's definition (its
@@ -133,12 +142,20 @@ impl<'a> Followers<'a> {
             .iter()
             .map(|(spec, _)| format!("{}.{}", spec.model, spec.counter))
             .collect();
-        format!(
+        let mut header = format!(
             "-- slotted: {counters} follow {child}: triggers on {child} add each change of its \
              rows to one slot of each parent record.\n",
             counters = counters.join(", "),
             child = self.child,
-        )
+        );
+        if self.backfill == Backfill::Online {
+            header.push_str(&format!(
+                "-- The rows {child} holds now are not counted here (Backfill::Online): count them \
+                 with repair_follow_all once this has run.\n",
+                child = self.child,
+            ));
+        }
+        header
     }
 }
 
@@ -147,7 +164,18 @@ impl<'a> Followers<'a> {
 /// follows `child` belongs in one migration: the triggers of `child` keep exactly the counters
 /// given, and replace those of an earlier migration.
 pub fn follow_up_sql(child: &'static str, specs: &[CounterSpec], dialect: Dialect) -> String {
-    let followers = Followers::of(child, specs);
+    follow_up_sql_with(child, specs, dialect, Backfill::Locked)
+}
+
+/// [`follow_up_sql`], with the rows already there counted as `backfill` says.
+pub fn follow_up_sql_with(
+    child: &'static str,
+    specs: &[CounterSpec],
+    dialect: Dialect,
+    backfill: Backfill,
+) -> String {
+    let mut followers = Followers::of(child, specs);
+    followers.backfill = backfill;
     if followers.counters.is_empty() {
         return String::new();
     }

@@ -152,6 +152,27 @@ fn a_count_through_a_table_between_puts_triggers_on_it_too() {
 }
 
 #[test]
+fn an_online_migration_makes_the_triggers_and_counts_nothing() {
+    let specs = [spec("posts_comments_slots", COMMENTS)];
+    for dialect in [Dialect::Postgres, Dialect::Mysql, Dialect::Sqlite] {
+        let locked = follow_up_sql("comments", &specs, dialect);
+        let online = follow_up_sql_with("comments", &specs, dialect, Backfill::Online);
+        let backfill = "SELECT \"comments\".\"post_id\", 0, SUM(";
+        let backfill = match dialect {
+            Dialect::Mysql => backfill.replace('"', "`"),
+            _ => backfill.to_owned(),
+        };
+        assert!(locked.contains(&backfill), "{dialect:?}: {locked}");
+        assert!(!online.contains(&backfill), "{dialect:?}: {online}");
+        assert!(online.contains("repair_follow_all"), "{online}");
+        // The same triggers, and the same DDL around them.
+        let triggers = |sql: &str| sql.matches("CREATE TRIGGER").count();
+        assert_eq!(triggers(&online), triggers(&locked), "{dialect:?}");
+        assert_eq!(triggers(&online), 3, "{dialect:?}");
+    }
+}
+
+#[test]
 fn the_removal_drops_only_the_triggers() {
     let down = follow_down_sql("comments", Dialect::Postgres);
     assert_eq!(
