@@ -29,7 +29,9 @@
 //! transactions the writers committed.
 //!
 //! Then a bulk `INSERT … SELECT` of `--bulk-rows` comments (one statement, one session) with
-//! `follow`, `hot-row` and `none`: seconds each, checked the same way.
+//! `follow`, `hot-row` and `none`: seconds each, checked the same way. Then the follow counters
+//! installed on a table of `--install-rows` comments while writers post, with the locked and the
+//! online backfill (`install.rs`).
 //!
 //!     cargo run --release --example follow --features postgres,mysql -- --backend postgres
 //!     cargo run --release --example follow --features postgres,mysql -- --backend mysql
@@ -37,8 +39,10 @@
 //!
 //! Options: `--backend postgres|mysql` (default: both), `--seconds 12` (per run), `--rounds 3`,
 //! `--writers 32`, `--bulk-rows 100000`, `--bulk-rounds 1`, `--bulk-timeout 300` (seconds; a
-//! statement that takes longer is cancelled and reported as such), `--no-out` (print only),
-//! `--smoke` (0.3 s per run, 1 round, 1,000 bulk rows, nothing saved: for CI). Results go to
+//! statement that takes longer is cancelled and reported as such), `--install-rows 1000000`,
+//! `--install-writers 8`, `--parts throughput,bulk,install` (which parts to run), `--no-out`
+//! (print only), `--smoke` (0.3 s per run, 1 round, 1,000 bulk rows, 2,000 install rows,
+//! nothing saved: for CI). Results go to
 //! `docs/bench/follow-<backend>.txt`. Uses `PG_DATABASE_URL` / `MYSQL_DATABASE_URL`, in a
 //! database of its own (`slotted_bench_follow`, or `…_smoke`) that it creates and drops.
 
@@ -54,6 +58,8 @@ use diesel_migrations::MigrationHarness;
 use rand::RngExt;
 use slotted_core::{CounterMigrations, SlottedCounter};
 use slotted_examples::{with_database, BoxError};
+
+mod install;
 
 diesel::table! {
     sites (id) {
@@ -222,6 +228,9 @@ trait Server:
     fn insert_comment(&mut self, post: i32, author: i32) -> QueryResult<usize>;
     /// `INSERT … SELECT` of `rows` comments on the hot posts, one statement.
     fn bulk_sql(rows: u64) -> String;
+    /// An `INSERT … SELECT` of `rows` comments over every post and user, one in 10 not local,
+    /// one in 17 deleted: the table a counter is installed on.
+    fn spread_sql(rows: u64) -> String;
     /// Cancels this session's statements after `seconds` (0: never).
     fn statement_timeout(&mut self, seconds: u64) -> Result<(), BoxError>;
     /// Whether `e` is the cancellation of [`Server::statement_timeout`].
@@ -365,6 +374,14 @@ impl Server for diesel::PgConnection {
         )
     }
 
+    fn spread_sql(rows: u64) -> String {
+        format!(
+            "INSERT INTO comments (post_id, author_id, local, deleted) \
+             SELECT 1 + g % {POSTS}, 1 + (g * 7) % {USERS}, g % 10 <> 0, g % 17 = 0 \
+             FROM generate_series(1, {rows}) g"
+        )
+    }
+
     fn statement_timeout(&mut self, seconds: u64) -> Result<(), BoxError> {
         Ok(self.batch_execute(&format!("SET statement_timeout = '{seconds}s'"))?)
     }
@@ -492,6 +509,14 @@ impl Server for diesel::MysqlConnection {
         format!(
             "INSERT INTO comments (post_id, author_id, local) \
              SELECT 1 + seq % {HOT_POSTS}, 1 + seq % {USERS}, TRUE FROM seq_1_to_{rows}"
+        )
+    }
+
+    fn spread_sql(rows: u64) -> String {
+        format!(
+            "INSERT INTO comments (post_id, author_id, local, deleted) \
+             SELECT 1 + seq % {POSTS}, 1 + (seq * 7) % {USERS}, seq % 10 <> 0, seq % 17 = 0 \
+             FROM seq_1_to_{rows}"
         )
     }
 
@@ -691,6 +716,8 @@ struct Run {
     errors: u64,
     seconds: f64,
     first_error: Option<String>,
+    /// The longest transaction a writer saw, begin to commit.
+    longest: Duration,
 }
 
 impl Run {
@@ -702,6 +729,16 @@ impl Run {
 /// `writers` threads, a connection each, for `duration`: `BEGIN; INSERT` one comment on one of
 /// the hot posts by a random author`; ` hold 2 ms`; COMMIT`.
 fn writers<C: Server>(url: &str, writers: usize, duration: Duration) -> Result<Run, BoxError> {
+    writers_until::<C>(url, writers, duration, None)
+}
+
+/// [`writers`], stopping early when `stop` is set.
+fn writers_until<C: Server>(
+    url: &str,
+    writers: usize,
+    duration: Duration,
+    stop: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<Run, BoxError> {
     let mut conns = Vec::with_capacity(writers);
     for _ in 0..writers {
         conns.push(C::establish(url)?);
@@ -715,9 +752,13 @@ fn writers<C: Server>(url: &str, writers: usize, duration: Duration) -> Result<R
                 scope.spawn(move || {
                     let mut rng = rand::rng();
                     let (mut committed, mut errors, mut first_error) = (0_u64, 0_u64, None);
+                    let mut longest = Duration::ZERO;
                     barrier.wait();
                     let end = Instant::now() + duration;
-                    while Instant::now() < end {
+                    let stopped =
+                        || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst));
+                    while Instant::now() < end && !stopped() {
+                        let begun = Instant::now();
                         let post = rng.random_range(1..=HOT_POSTS);
                         let author = rng.random_range(1..=USERS);
                         let done = conn.transaction::<_, diesel::result::Error, _>(|conn| {
@@ -725,6 +766,7 @@ fn writers<C: Server>(url: &str, writers: usize, duration: Duration) -> Result<R
                             std::thread::sleep(HOLD);
                             Ok(())
                         });
+                        longest = longest.max(begun.elapsed());
                         match done {
                             Ok(()) => committed += 1,
                             Err(e) => {
@@ -733,7 +775,7 @@ fn writers<C: Server>(url: &str, writers: usize, duration: Duration) -> Result<R
                             }
                         }
                     }
-                    (committed, errors, first_error)
+                    (committed, errors, first_error, longest)
                 })
             })
             .collect();
@@ -750,10 +792,12 @@ fn writers<C: Server>(url: &str, writers: usize, duration: Duration) -> Result<R
         errors: 0,
         seconds,
         first_error: None,
+        longest: Duration::ZERO,
     };
-    for (committed, errors, first_error) in results {
+    for (committed, errors, first_error, longest) in results {
         run.committed += committed;
         run.errors += errors;
+        run.longest = run.longest.max(longest);
         if run.first_error.is_none() {
             run.first_error = first_error;
         }
@@ -796,6 +840,7 @@ fn raw_mariadb(url: &str, writers: usize, duration: Duration) -> Result<Run, Box
         errors: load.errors,
         seconds: load.seconds,
         first_error: None,
+        longest: Duration::ZERO,
     })
 }
 
@@ -840,6 +885,7 @@ fn pgbench(url: &str, writers: usize, duration: Duration) -> Result<Option<Run>,
         errors: run.failed,
         seconds: run.seconds,
         first_error: None,
+        longest: Duration::ZERO,
     }))
 }
 
@@ -854,6 +900,10 @@ struct Options {
     bulk_rows: u64,
     bulk_rounds: usize,
     bulk_timeout: u64,
+    install_rows: u64,
+    install_writers: usize,
+    /// The parts to run: `throughput`, `bulk`, `install`.
+    parts: Vec<String>,
     smoke: bool,
     save: bool,
     command: String,
@@ -868,13 +918,16 @@ fn options() -> Result<Options, BoxError> {
         bulk_rows: 100_000,
         bulk_rounds: 1,
         bulk_timeout: 300,
+        install_rows: 1_000_000,
+        install_writers: 8,
+        parts: PARTS.iter().map(|p| (*p).to_owned()).collect(),
         smoke: false,
         save: true,
         command: String::new(),
     };
     let given: Vec<String> = std::env::args().skip(1).collect();
     let mut args = given.iter();
-    let (mut seconds, mut rounds, mut bulk_rows) = (None, None, None);
+    let (mut seconds, mut rounds, mut bulk_rows, mut install_rows) = (None, None, None, None);
     while let Some(arg) = args.next() {
         let mut value = || {
             args.next()
@@ -889,6 +942,9 @@ fn options() -> Result<Options, BoxError> {
             "--bulk-rows" => bulk_rows = Some(value()?.parse()?),
             "--bulk-rounds" => o.bulk_rounds = value()?.parse()?,
             "--bulk-timeout" => o.bulk_timeout = value()?.parse()?,
+            "--install-rows" => install_rows = Some(value()?.parse()?),
+            "--install-writers" => o.install_writers = value()?.parse()?,
+            "--parts" => o.parts = value()?.split(',').map(str::to_owned).collect(),
             "--smoke" => o.smoke = true,
             "--no-out" => o.save = false,
             other => return Err(format!("unknown argument `{other}`").into()),
@@ -896,10 +952,17 @@ fn options() -> Result<Options, BoxError> {
     }
     if o.smoke {
         (o.seconds, o.rounds, o.bulk_rows, o.save) = (0.3, 1, 1_000, false);
+        o.install_rows = 2_000;
     }
     o.seconds = seconds.unwrap_or(o.seconds);
     o.rounds = rounds.unwrap_or(o.rounds);
     o.bulk_rows = bulk_rows.unwrap_or(o.bulk_rows);
+    o.install_rows = install_rows.unwrap_or(o.install_rows);
+    for part in &o.parts {
+        if !PARTS.contains(&part.as_str()) {
+            return Err(format!("--parts takes {}, not `{part}`", PARTS.join(",")).into());
+        }
+    }
     for backend in &o.backends {
         if backend != "postgres" && backend != "mysql" {
             return Err(format!("--backend postgres or --backend mysql, not `{backend}`").into());
@@ -916,6 +979,9 @@ fn options() -> Result<Options, BoxError> {
     );
     Ok(o)
 }
+
+/// The parts of a run, in their order.
+const PARTS: [&str; 3] = ["throughput", "bulk", "install"];
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -1039,196 +1105,204 @@ fn measure<C: Server>(o: &Options, url: &str) -> Result<(), BoxError> {
     writeln!(out)?;
     print!("{out}");
 
-    // Throughput.
-    let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    let mut per_round: Vec<BTreeMap<&str, f64>> = Vec::new();
-    let mut notes = String::new();
-    let pg_url = url;
-    for round in 0..o.rounds {
-        let mut this = BTreeMap::new();
-        for i in 0..modes.len() {
-            let mode = modes[(i + round) % modes.len()];
-            prepare_mode(&mut conn, mode)?;
-            let run = match mode {
-                Mode::PgbenchNone => match pgbench(pg_url, o.writers, duration)? {
-                    Some(run) => run,
-                    None => continue,
-                },
-                Mode::RawNone => raw_mariadb(url, o.writers, duration)?,
-                _ => writers::<C>(url, o.writers, duration)?,
-            };
-            let committed = if mode == Mode::PgbenchNone {
-                // pgbench's count leaves out the transactions in flight when its time ran out.
-                (run.committed, run.committed + o.writers as u64)
-            } else {
-                (run.committed, run.committed)
-            };
-            let line = check(&mut conn, mode, Some(committed))?;
-            let errors = match (&run.first_error, run.errors) {
-                (_, 0) => String::new(),
-                (Some(e), n) => format!("; {n} failed transactions, the first: {e}"),
-                (None, n) => format!("; {n} failed transactions"),
-            };
-            let note = format!(
-                "round {} {:<17} {:>8.0} tx/s  {line}{errors}\n",
-                round + 1,
-                mode.name(),
-                run.rate()
-            );
-            print!("{note}");
-            notes += &note;
-            rates.entry(mode.name()).or_default().push(run.rate());
-            this.insert(mode.name(), run.rate());
+    let part = |name: &str| o.parts.iter().any(|p| p == name);
+    if part("throughput") {
+        // Throughput.
+        let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        let mut per_round: Vec<BTreeMap<&str, f64>> = Vec::new();
+        let mut notes = String::new();
+        let pg_url = url;
+        for round in 0..o.rounds {
+            let mut this = BTreeMap::new();
+            for i in 0..modes.len() {
+                let mode = modes[(i + round) % modes.len()];
+                prepare_mode(&mut conn, mode)?;
+                let run = match mode {
+                    Mode::PgbenchNone => match pgbench(pg_url, o.writers, duration)? {
+                        Some(run) => run,
+                        None => continue,
+                    },
+                    Mode::RawNone => raw_mariadb(url, o.writers, duration)?,
+                    _ => writers::<C>(url, o.writers, duration)?,
+                };
+                let committed = if mode == Mode::PgbenchNone {
+                    // pgbench's count leaves out the transactions in flight when its time ran out.
+                    (run.committed, run.committed + o.writers as u64)
+                } else {
+                    (run.committed, run.committed)
+                };
+                let line = check(&mut conn, mode, Some(committed))?;
+                let errors = match (&run.first_error, run.errors) {
+                    (_, 0) => String::new(),
+                    (Some(e), n) => format!("; {n} failed transactions, the first: {e}"),
+                    (None, n) => format!("; {n} failed transactions"),
+                };
+                let note = format!(
+                    "round {} {:<17} {:>8.0} tx/s  {line}{errors}\n",
+                    round + 1,
+                    mode.name(),
+                    run.rate()
+                );
+                print!("{note}");
+                notes += &note;
+                rates.entry(mode.name()).or_default().push(run.rate());
+                this.insert(mode.name(), run.rate());
+            }
+            per_round.push(this);
         }
-        per_round.push(this);
-    }
 
-    let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
-    let mut table = String::from("| round |");
-    for name in &names {
-        write!(table, " {name} |")?;
-    }
-    table += " follow/private | follow/hot-row |\n|---|";
-    table += &"---|".repeat(names.len() + 2);
-    table += "\n";
-    let ratio = |row: &BTreeMap<&str, f64>, a: &str, b: &str| -> f64 {
-        row.get(a).copied().unwrap_or(f64::NAN) / row.get(b).copied().unwrap_or(f64::NAN)
-    };
-    for (round, row) in per_round.iter().enumerate() {
-        write!(table, "| {} |", round + 1)?;
+        let names: Vec<&str> = modes.iter().map(|m| m.name()).collect();
+        let mut table = String::from("| round |");
         for name in &names {
-            write!(
+            write!(table, " {name} |")?;
+        }
+        table += " follow/private | follow/hot-row |\n|---|";
+        table += &"---|".repeat(names.len() + 2);
+        table += "\n";
+        let ratio = |row: &BTreeMap<&str, f64>, a: &str, b: &str| -> f64 {
+            row.get(a).copied().unwrap_or(f64::NAN) / row.get(b).copied().unwrap_or(f64::NAN)
+        };
+        for (round, row) in per_round.iter().enumerate() {
+            write!(table, "| {} |", round + 1)?;
+            for name in &names {
+                write!(
+                    table,
+                    " {:.0} |",
+                    row.get(name).copied().unwrap_or(f64::NAN)
+                )?;
+            }
+            writeln!(
                 table,
-                " {:.0} |",
-                row.get(name).copied().unwrap_or(f64::NAN)
+                " {:.3} | {:.1}x |",
+                ratio(row, "follow", "private"),
+                ratio(row, "follow", "hot-row")
             )?;
         }
-        writeln!(
-            table,
-            " {:.3} | {:.1}x |",
-            ratio(row, "follow", "private"),
-            ratio(row, "follow", "hot-row")
-        )?;
-    }
-    let medians: BTreeMap<&str, f64> = names
-        .iter()
-        .map(|n| (*n, median(rates.get(n).cloned().unwrap_or_default())))
-        .collect();
-    write!(table, "| median |")?;
-    for name in &names {
-        write!(table, " {:.0} |", medians[name])?;
-    }
-    let to_private = ratio(&medians, "follow", "private");
-    let to_hot = ratio(&medians, "follow", "hot-row");
-    writeln!(table, " {to_private:.3} | {to_hot:.1}x |")?;
+        let medians: BTreeMap<&str, f64> = names
+            .iter()
+            .map(|n| (*n, median(rates.get(n).cloned().unwrap_or_default())))
+            .collect();
+        write!(table, "| median |")?;
+        for name in &names {
+            write!(table, " {:.0} |", medians[name])?;
+        }
+        let to_private = ratio(&medians, "follow", "private");
+        let to_hot = ratio(&medians, "follow", "hot-row");
+        writeln!(table, " {to_private:.3} | {to_hot:.1}x |")?;
 
-    let mut section = format!(
-        "## Throughput, tx/s (committed transactions per second of the run)\n\n{table}\n\
+        let mut section = format!(
+            "## Throughput, tx/s (committed transactions per second of the run)\n\n{table}\n\
          Medians: follow / private = {to_private:.3} (target >= 0.95: {}); follow / hot-row = \
          {to_hot:.1}x (target >= 10x: {}).\n",
-        verdict(to_private >= 0.95),
-        verdict(to_hot >= 10.0)
-    );
-    if let (Some(f), Some(p)) = (medians.get("none"), medians.get("none (pgbench)")) {
+            verdict(to_private >= 0.95),
+            verdict(to_hot >= 10.0)
+        );
+        if let (Some(f), Some(p)) = (medians.get("none"), medians.get("none (pgbench)")) {
+            writeln!(
+                section,
+                "none through Diesel / none by pgbench = {:.3}; follow / none = {:.3}.",
+                f / p,
+                medians["follow"] / f
+            )?;
+        } else if let Some(f) = medians.get("none") {
+            writeln!(section, "follow / none = {:.3}.", medians["follow"] / f)?;
+        }
         writeln!(
-            section,
-            "none through Diesel / none by pgbench = {:.3}; follow / none = {:.3}.",
-            f / p,
-            medians["follow"] / f
-        )?;
-    } else if let Some(f) = medians.get("none") {
-        writeln!(section, "follow / none = {:.3}.", medians["follow"] / f)?;
-    }
-    writeln!(
         section,
         "\nEvery run, after it (the counts checked against COUNT(*) over comments, every mode's \
          rows against the transactions committed):\n\n{notes}"
     )?;
-    print!("\n{section}");
-    out += &section;
-
-    // Bulk.
-    let bulk_modes = [Mode::None, Mode::Follow, Mode::HotRow];
-    let mut bulk: BTreeMap<&str, Vec<Option<f64>>> = BTreeMap::new();
-    let mut bulk_notes = String::new();
-    for round in 0..o.bulk_rounds {
-        for i in 0..bulk_modes.len() {
-            let mode = bulk_modes[(i + round) % bulk_modes.len()];
-            prepare_mode(&mut conn, mode)?;
-            conn.statement_timeout(o.bulk_timeout)?;
-            let sql = C::bulk_sql(o.bulk_rows);
-            let t0 = Instant::now();
-            let done = conn.batch_execute(&sql);
-            let seconds = t0.elapsed().as_secs_f64();
-            conn.statement_timeout(0)?;
-            let (time, line) = match done {
-                Ok(()) => (
-                    Some(seconds),
-                    check(&mut conn, mode, Some((o.bulk_rows, o.bulk_rows)))?,
-                ),
-                Err(e) if C::is_timeout(&e) => (
-                    None,
-                    format!("cancelled after {} s (--bulk-timeout)", o.bulk_timeout),
-                ),
-                Err(e) => return Err(format!("{}, bulk {}: {e}", C::NAME, mode.name()).into()),
-            };
-            let note = format!(
-                "bulk round {} {:<8} {}  {line}\n",
-                round + 1,
-                mode.name(),
-                time.map_or(format!("> {} s", o.bulk_timeout), |t| format!("{t:.2} s"))
-            );
-            print!("{note}");
-            bulk_notes += &note;
-            bulk.entry(mode.name()).or_default().push(time);
-        }
+        print!("\n{section}");
+        out += &section;
     }
-    remove_all(&mut conn)?;
-    let shown = |t: &Option<f64>| t.map_or(format!("> {}", o.bulk_timeout), |t| format!("{t:.2}"));
-    let mut section = format!(
+    if part("bulk") {
+        // Bulk.
+        let bulk_modes = [Mode::None, Mode::Follow, Mode::HotRow];
+        let mut bulk: BTreeMap<&str, Vec<Option<f64>>> = BTreeMap::new();
+        let mut bulk_notes = String::new();
+        for round in 0..o.bulk_rounds {
+            for i in 0..bulk_modes.len() {
+                let mode = bulk_modes[(i + round) % bulk_modes.len()];
+                prepare_mode(&mut conn, mode)?;
+                conn.statement_timeout(o.bulk_timeout)?;
+                let sql = C::bulk_sql(o.bulk_rows);
+                let t0 = Instant::now();
+                let done = conn.batch_execute(&sql);
+                let seconds = t0.elapsed().as_secs_f64();
+                conn.statement_timeout(0)?;
+                let (time, line) = match done {
+                    Ok(()) => (
+                        Some(seconds),
+                        check(&mut conn, mode, Some((o.bulk_rows, o.bulk_rows)))?,
+                    ),
+                    Err(e) if C::is_timeout(&e) => (
+                        None,
+                        format!("cancelled after {} s (--bulk-timeout)", o.bulk_timeout),
+                    ),
+                    Err(e) => return Err(format!("{}, bulk {}: {e}", C::NAME, mode.name()).into()),
+                };
+                let note = format!(
+                    "bulk round {} {:<8} {}  {line}\n",
+                    round + 1,
+                    mode.name(),
+                    time.map_or(format!("> {} s", o.bulk_timeout), |t| format!("{t:.2} s"))
+                );
+                print!("{note}");
+                bulk_notes += &note;
+                bulk.entry(mode.name()).or_default().push(time);
+            }
+        }
+        remove_all(&mut conn)?;
+        let shown =
+            |t: &Option<f64>| t.map_or(format!("> {}", o.bulk_timeout), |t| format!("{t:.2}"));
+        let mut section = format!(
         "\n## Bulk: one INSERT … SELECT of {} comments on the {HOT_POSTS} hot posts (one session), seconds\n\n\
          | round | none | follow | hot-row | follow/hot-row |\n|---|---|---|---|---|\n",
         o.bulk_rows
     );
-    let rows = bulk["none"]
-        .iter()
-        .zip(&bulk["follow"])
-        .zip(&bulk["hot-row"]);
-    for (round, ((none, follow), hot)) in rows.enumerate() {
-        let r = match (follow, hot) {
-            (Some(f), Some(h)) => format!("{:.3}x", f / h),
-            (Some(f), None) => format!("< {:.3}x", f / o.bulk_timeout as f64),
-            _ => "-".into(),
+        let rows = bulk["none"]
+            .iter()
+            .zip(&bulk["follow"])
+            .zip(&bulk["hot-row"]);
+        for (round, ((none, follow), hot)) in rows.enumerate() {
+            let r = match (follow, hot) {
+                (Some(f), Some(h)) => format!("{:.3}x", f / h),
+                (Some(f), None) => format!("< {:.3}x", f / o.bulk_timeout as f64),
+                _ => "-".into(),
+            };
+            writeln!(
+                section,
+                "| {} | {} | {} | {} | {r} |",
+                round + 1,
+                shown(none),
+                shown(follow),
+                shown(hot)
+            )?;
+        }
+        let med = |name: &str| -> Option<f64> {
+            let v: Vec<f64> = bulk[name].iter().flatten().copied().collect();
+            (v.len() == bulk[name].len()).then(|| median(v))
         };
-        writeln!(
-            section,
-            "| {} | {} | {} | {} | {r} |",
-            round + 1,
-            shown(none),
-            shown(follow),
-            shown(hot)
-        )?;
+        let bulk_line = match (med("follow"), med("hot-row")) {
+            (Some(f), Some(h)) => format!(
+                "Median follow / hot-row = {:.3}x (target <= 1.5x: {}).",
+                f / h,
+                verdict(f / h <= 1.5)
+            ),
+            (Some(f), None) => format!(
+                "hot-row was cancelled at {} s: follow / hot-row < {:.3}x (target <= 1.5x: met).",
+                o.bulk_timeout,
+                f / o.bulk_timeout as f64
+            ),
+            _ => "follow was cancelled: target <= 1.5x not shown.".into(),
+        };
+        writeln!(section, "\n{bulk_line}\n\n{bulk_notes}")?;
+        print!("{section}");
+        out += &section;
     }
-    let med = |name: &str| -> Option<f64> {
-        let v: Vec<f64> = bulk[name].iter().flatten().copied().collect();
-        (v.len() == bulk[name].len()).then(|| median(v))
-    };
-    let bulk_line = match (med("follow"), med("hot-row")) {
-        (Some(f), Some(h)) => format!(
-            "Median follow / hot-row = {:.3}x (target <= 1.5x: {}).",
-            f / h,
-            verdict(f / h <= 1.5)
-        ),
-        (Some(f), None) => format!(
-            "hot-row was cancelled at {} s: follow / hot-row < {:.3}x (target <= 1.5x: met).",
-            o.bulk_timeout,
-            f / o.bulk_timeout as f64
-        ),
-        _ => "follow was cancelled: target <= 1.5x not shown.".into(),
-    };
-    writeln!(section, "\n{bulk_line}\n\n{bulk_notes}")?;
-    print!("{section}");
-    out += &section;
+    if part("install") {
+        out += &install::measure::<C>(o, &mut conn, url)?;
+    }
 
     if o.save {
         let path = format!("docs/bench/follow-{}.txt", C::NAME);
