@@ -42,8 +42,8 @@
 //! statement that takes longer is cancelled and reported as such), `--install-rows 1000000`,
 //! `--install-writers 8`, `--parts throughput,bulk,install` (which parts to run), `--no-out`
 //! (print only), `--smoke` (0.3 s per run, 1 round, 1,000 bulk rows, 2,000 install rows,
-//! nothing saved: for CI). Results go to
-//! `docs/bench/follow-<backend>.txt`. Uses `PG_DATABASE_URL` / `MYSQL_DATABASE_URL`, in a
+//! nothing saved: for CI). Results go to `docs/bench/follow-<backend>.txt` (a run of some parts
+//! only: `follow-<parts>-<backend>.txt`). Uses `PG_DATABASE_URL` / `MYSQL_DATABASE_URL`, in a
 //! database of its own (`slotted_bench_follow`, or `…_smoke`) that it creates and drops.
 
 use std::collections::BTreeMap;
@@ -1305,7 +1305,12 @@ fn measure<C: Server>(o: &Options, url: &str) -> Result<(), BoxError> {
     }
 
     if o.save {
-        let path = format!("docs/bench/follow-{}.txt", C::NAME);
+        // A run of some parts only goes to a file of its own: `follow-install-postgres.txt`.
+        let path = if o.parts.len() == PARTS.len() {
+            format!("docs/bench/follow-{}.txt", C::NAME)
+        } else {
+            format!("docs/bench/follow-{}-{}.txt", o.parts.join("-"), C::NAME)
+        };
         std::fs::write(&path, &out)?;
         println!("saved {path}");
     }
