@@ -10,15 +10,20 @@
 //! ```
 //!
 //! Each query runs through the same Diesel connection, its modes alternated, and the median of
-//! its latencies is reported, with the ratio to its anchor. The counts are Zipf-like (record k
-//! of n has about n / k likes), over 1 to 4 slot rows each. `--smoke` runs 1,000 records and a
-//! few repetitions, to check that it runs. Figures are saved in `docs/bench/reads-<backend>.txt`
-//! unless `--no-out`.
+//! its latencies is reported, with the ratio to its anchor. The anchors also run by a raw client
+//! in the same run, on the same tables, the same SQL text ([`slotted_examples::anchors::reads`]):
+//! pgbench (`-n -M prepared -c 1`) on PostgreSQL, libmariadb's prepared statements on MariaDB,
+//! in rounds between the Diesel rounds, in the same mix of queries; and the hand-written
+//! `UPDATE` by Diesel, by a raw connection kept open (libpq, libmariadb) and by a fresh raw
+//! connection each time (pgbench, libmariadb), in turn. The counts are Zipf-like (record k of n has about n / k likes), over 1 to 4 slot
+//! rows each. `--smoke` runs 1,000 records and a few repetitions, to check that it runs. Figures
+//! are saved in `docs/bench/reads-<backend>.txt` unless `--no-out`.
 
 use std::time::{Duration, Instant};
 
 use diesel::prelude::*;
 use slotted_core::prelude::*;
+use slotted_examples::anchors::reads::{Param, Pgbench, RawConnection, RawQuery, RawReads};
 use slotted_examples::BoxError;
 use slotted_tests::{TestConnection, TestDb};
 
@@ -37,6 +42,48 @@ pub struct Item {
     pub id: i32,
 }
 
+/// The anchor "top 20 by likes": the indexed column, ordered.
+macro_rules! top_by_column {
+    () => {
+        items::table
+            .select((items::id, items::likes_count))
+            .order_by(items::likes_count.desc())
+            .limit(20)
+    };
+}
+
+/// The anchor "a page of 20 with their counts", from record `from`.
+macro_rules! page_column {
+    ($from:expr) => {
+        items::table
+            .select((items::id, items::likes_count))
+            .filter(items::id.ge($from))
+            .order_by(items::id)
+            .limit(20)
+    };
+}
+
+/// slotted's "top 20 by likes": the column's order, the exact totals shown.
+macro_rules! top_by_column_exact_counts {
+    () => {
+        items::table
+            .select((items::id, Item::likes_total(items::id)))
+            .order_by(items::likes_count.desc())
+            .limit(20)
+    };
+}
+
+/// slotted's "a page of 20 with their counts": the exact totals.
+macro_rules! page_exact {
+    ($from:expr) => {
+        items::table
+            .select((items::id, Item::likes_total(items::id)))
+            .filter(items::id.ge($from))
+            .order_by(items::id)
+            .limit(20)
+    };
+}
+
 /// The queries, written once for each connection type.
 trait Reads {
     fn top_by_column(&mut self) -> QueryResult<Vec<(i32, i64)>>;
@@ -44,24 +91,22 @@ trait Reads {
     fn top_by_exact(&mut self) -> QueryResult<Vec<(i32, i64)>>;
     fn page_column(&mut self, from: i32) -> QueryResult<Vec<(i32, i64)>>;
     fn page_exact(&mut self, from: i32) -> QueryResult<Vec<(i32, i64)>>;
+    /// The records among `ids` (all, without) whose cached column differs from their exact total.
+    fn stale(&mut self, ids: Option<&[i32]>) -> QueryResult<i64>;
+    /// The SQL text Diesel sends for the timed loop's four queries, in its order (the top 20
+    /// by the column, the same with exact counts, a page by the column, the same with exact
+    /// counts), placeholders and all.
+    fn read_sql() -> QueryResult<[String; 4]>;
 }
 
 macro_rules! reads {
-    ($conn:ty) => {
+    ($conn:ty, $backend:ty, $builder:ty) => {
         impl Reads for $conn {
             fn top_by_column(&mut self) -> QueryResult<Vec<(i32, i64)>> {
-                items::table
-                    .select((items::id, items::likes_count))
-                    .order_by(items::likes_count.desc())
-                    .limit(20)
-                    .load(self)
+                top_by_column!().load(self)
             }
             fn top_by_column_exact_counts(&mut self) -> QueryResult<Vec<(i32, i64)>> {
-                items::table
-                    .select((items::id, Item::likes_total(items::id)))
-                    .order_by(items::likes_count.desc())
-                    .limit(20)
-                    .load(self)
+                top_by_column_exact_counts!().load(self)
             }
             fn top_by_exact(&mut self) -> QueryResult<Vec<(i32, i64)>> {
                 items::table
@@ -71,27 +116,48 @@ macro_rules! reads {
                     .load(self)
             }
             fn page_column(&mut self, from: i32) -> QueryResult<Vec<(i32, i64)>> {
-                items::table
-                    .select((items::id, items::likes_count))
-                    .filter(items::id.ge(from))
-                    .order_by(items::id)
-                    .limit(20)
-                    .load(self)
+                page_column!(from).load(self)
             }
             fn page_exact(&mut self, from: i32) -> QueryResult<Vec<(i32, i64)>> {
-                items::table
-                    .select((items::id, Item::likes_total(items::id)))
-                    .filter(items::id.ge(from))
-                    .order_by(items::id)
-                    .limit(20)
-                    .load(self)
+                page_exact!(from).load(self)
+            }
+            fn stale(&mut self, ids: Option<&[i32]>) -> QueryResult<i64> {
+                let mut query = items::table
+                    .filter(items::likes_count.ne(Item::likes_total(items::id)))
+                    .into_boxed();
+                if let Some(ids) = ids {
+                    query = query.filter(items::id.eq_any(ids));
+                }
+                query.count().get_result(self)
+            }
+            fn read_sql() -> QueryResult<[String; 4]> {
+                use diesel::query_builder::{QueryBuilder, QueryFragment};
+                let sql = |query: &dyn QueryFragment<$backend>| -> QueryResult<String> {
+                    let mut builder = <$builder>::new();
+                    query.to_sql(&mut builder, &<$backend>::default())?;
+                    Ok(builder.finish())
+                };
+                Ok([
+                    sql(&top_by_column!())?,
+                    sql(&top_by_column_exact_counts!())?,
+                    sql(&page_column!(1))?,
+                    sql(&page_exact!(1))?,
+                ])
             }
         }
     };
 }
 
-reads!(diesel::PgConnection);
-reads!(diesel::MysqlConnection);
+reads!(
+    diesel::PgConnection,
+    diesel::pg::Pg,
+    diesel::pg::PgQueryBuilder
+);
+reads!(
+    diesel::MysqlConnection,
+    diesel::mysql::Mysql,
+    diesel::mysql::MysqlQueryBuilder
+);
 
 struct Options {
     backends: Vec<String>,
@@ -153,12 +219,41 @@ struct Row {
     top_exact: Option<Duration>,
     page_column: Duration,
     page_exact: Duration,
+    raw: RawAnchors,
     pass: Duration,
     hand_update: Duration,
     pass_updated: u64,
     changed: Duration,
     changed_records: u64,
 }
+
+/// What the raw client measured at one size.
+struct RawAnchors {
+    /// The medians of the timed loop's four queries, in its order: the anchor "top" (`TOP`),
+    /// slotted's (`TOP_EXACT`), the anchor "page" (`PAGE`), slotted's (`PAGE_EXACT`).
+    reads: [Duration; 4],
+    /// Timed runs of each, over every round.
+    runs: [usize; 4],
+    /// pgbench's own throughput, the mean over its runs.
+    tps: Option<f64>,
+    /// The hand-written UPDATE on a raw connection kept open, and on a fresh one each time.
+    hand_update: Duration,
+    hand_update_fresh: Duration,
+    /// How they were run: the command lines and scripts.
+    commands: String,
+}
+
+const TOP: usize = 0;
+const TOP_EXACT: usize = 1;
+const PAGE: usize = 2;
+const PAGE_EXACT: usize = 3;
+
+/// Rounds of the raw client's anchors, each after a share of the Diesel runs.
+const ROUNDS: usize = 4;
+
+/// The raw client's runs of each of the loop's queries per Diesel run (they are cheap; more
+/// runs make its medians steadier).
+const RAW_RUNS_PER_REP: usize = 10;
 
 fn run<C: TestConnection + Reads>(o: &Options) -> Result<String, BoxError> {
     let (mut rows, mut version) = (Vec::new(), String::new());
@@ -177,9 +272,181 @@ fn run<C: TestConnection + Reads>(o: &Options) -> Result<String, BoxError> {
             C::NAME,
             started.elapsed()
         );
-        rows.push(measure(&mut conn, n, o.reps)?);
+        rows.push(measure(&mut conn, &db.url, n, o.reps)?);
     }
     Ok(render::<C>(&version, o, &rows))
+}
+
+/// The raw client of `C`'s backend: pgbench on PostgreSQL, libmariadb on MariaDB.
+struct RawClient {
+    url: String,
+    queries: Vec<RawQuery>,
+    runs: usize,
+    pgbench: Option<Pgbench>,
+}
+
+impl RawClient {
+    /// The timed loop's four queries of `C` at `n` records (the two anchors and slotted's two
+    /// reads, so that the raw anchors run in the same mix as Diesel's), `runs` runs of each a
+    /// round.
+    fn new<C: TestConnection + Reads>(
+        url: &str,
+        n: usize,
+        runs: usize,
+    ) -> Result<RawClient, BoxError> {
+        let top = vec![Param::Constant(20)];
+        let page = vec![
+            Param::Uniform {
+                low: 1,
+                high: last_page(n),
+            },
+            Param::Constant(20),
+        ];
+        let names = ["top", "top-exact-counts", "page", "page-exact"];
+        let params = [top.clone(), top, page.clone(), page];
+        let queries = C::read_sql()?
+            .into_iter()
+            .zip(names.into_iter().zip(params))
+            .map(|(sql, (name, params))| RawQuery {
+                name: name.into(),
+                sql,
+                params,
+            })
+            .collect::<Vec<_>>();
+        let pgbench = match C::NAME {
+            "postgres" => Some(Pgbench::reads(
+                url,
+                &queries,
+                (runs * queries.len()) as u64,
+            )?),
+            _ => None,
+        };
+        Ok(RawClient {
+            url: url.to_owned(),
+            queries,
+            runs,
+            pgbench,
+        })
+    }
+
+    fn name<C: TestConnection>() -> &'static str {
+        match C::NAME {
+            "postgres" => "pgbench",
+            _ => "libmariadb",
+        }
+    }
+
+    /// The raw client that runs the hand-written UPDATE on a connection kept open.
+    fn kept_name<C: TestConnection>() -> &'static str {
+        match C::NAME {
+            "postgres" => "libpq",
+            _ => "libmariadb",
+        }
+    }
+
+    /// What it calls: what Diesel's `batch_execute` calls.
+    fn kept_call<C: TestConnection>() -> &'static str {
+        match C::NAME {
+            "postgres" => "PQexec (the simple query protocol)",
+            _ => "mysql_real_query (the text protocol), mysql_store_result",
+        }
+    }
+
+    /// The raw client that runs it on a fresh connection each time.
+    fn fresh_name<C: TestConnection>() -> &'static str {
+        match C::NAME {
+            "postgres" => "pgbench, a fresh connection each time",
+            _ => "libmariadb, a fresh connection each time",
+        }
+    }
+
+    /// One round of the four queries.
+    fn reads(&self) -> Result<RawReads, BoxError> {
+        match &self.pgbench {
+            Some(pgbench) => pgbench.run(),
+            None => slotted_examples::anchors::reads::libmariadb_reads(
+                &self.url,
+                &self.queries,
+                self.runs,
+            ),
+        }
+    }
+
+    /// `sql` once, as Diesel's `batch_execute` sends it, on a fresh connection after `warm_up`:
+    /// its latency, and how it was run.
+    fn statement(&self, warm_up: &str, sql: &str) -> Result<(Duration, String), BoxError> {
+        if self.pgbench.is_none() {
+            let took =
+                slotted_examples::anchors::reads::libmariadb_statement(&self.url, warm_up, sql)?;
+            return Ok((
+                took,
+                format!(
+                    "libmariadb_statement: a fresh connection; untimed, `{warm_up}`; timed, the \
+                     UPDATE: mysql_real_query (the text protocol), mysql_store_result\n"
+                ),
+            ));
+        }
+        let pgbench = Pgbench::statement(&self.url, warm_up, sql)?;
+        let run = pgbench.run()?;
+        let took = run.statements.get(1).copied();
+        Ok((
+            took.ok_or("pgbench reported no latency of the UPDATE")?,
+            format!(
+                "{}\n(the second statement's latency, from -r)\n{}",
+                pgbench.command(),
+                pgbench.scripts(160)?
+            ),
+        ))
+    }
+
+    /// How the reads were run, for the report.
+    fn describe(&self) -> Result<String, BoxError> {
+        Ok(match &self.pgbench {
+            Some(pgbench) => format!(
+                "{}\n{}\n(each run's first transaction of each script, which prepares its \
+                 statement, left out)\n{}",
+                Pgbench::version().unwrap_or_default(),
+                pgbench.command(),
+                pgbench.scripts(200)?
+            ),
+            None => {
+                let mut out = format!(
+                    "libmariadb_reads: one connection to {}, each query prepared once \
+                     (mysql_stmt_prepare), run once untimed, then {} runs of each, alternated: \
+                     mysql_stmt_execute, mysql_stmt_store_result, mysql_stmt_fetch of every row\n",
+                    slotted_examples::anchors::reads::redacted(&self.url),
+                    self.runs
+                );
+                for q in &self.queries {
+                    out += &format!("{}: {}  -- {:?}\n", q.name, q.sql, q.params);
+                }
+                out
+            }
+        })
+    }
+}
+
+/// Who runs the hand-written UPDATE: Diesel, a raw connection kept open, a fresh one.
+#[derive(Clone, Copy)]
+enum By {
+    Diesel,
+    Kept,
+    Fresh,
+}
+
+/// The hand-written UPDATE of the records `ids`: their cached column from their slots.
+fn hand_update(ids: &[i32]) -> String {
+    let list: Vec<String> = ids.iter().map(i32::to_string).collect();
+    format!(
+        "UPDATE items SET likes_count = (SELECT COALESCE(SUM(count), 0) FROM items_likes_slots \
+         WHERE record_id = items.id) WHERE id IN ({})",
+        list.join(", ")
+    )
+}
+
+/// The first record of the last page: a page starts anywhere in `1..=last_page(n)`.
+fn last_page(n: usize) -> i32 {
+    n.saturating_sub(20).max(1) as i32
 }
 
 /// `n` items and their slot rows: record k has about n / k likes, over 1 to 4 slots; then one
@@ -236,18 +503,23 @@ fn timed<T, E: Into<BoxError>>(
 
 fn measure<C: TestConnection + Reads>(
     conn: &mut C,
+    url: &str,
     n: usize,
     reps: usize,
 ) -> Result<Row, BoxError> {
     let (mut top_column, mut top_exact_counts, mut page_column, mut page_exact) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // The raw client's rounds: one after each share of the Diesel runs.
+    let per_round = reps.div_ceil(ROUNDS).max(1);
+    let raw = RawClient::new::<C>(url, n, per_round * RAW_RUNS_PER_REP)?;
+    let (mut raw_reads, mut raw_tps) = (vec![Vec::new(); 4], Vec::new());
     // Warm-up: every statement prepared and cached.
     conn.top_by_column()?;
     conn.top_by_column_exact_counts()?;
     conn.page_column(1)?;
     conn.page_exact(1)?;
-    for _ in 0..reps {
-        let from = rand::random_range(1..=(n.saturating_sub(20).max(1)) as i32);
+    for rep in 0..reps {
+        let from = rand::random_range(1..=last_page(n));
         let (a, by_column) = timed(|| conn.top_by_column())?;
         let (b, exact_counts) = timed(|| conn.top_by_column_exact_counts())?;
         let (c, page) = timed(|| conn.page_column(from))?;
@@ -259,6 +531,13 @@ fn measure<C: TestConnection + Reads>(
         top_exact_counts.push(b);
         page_column.push(c);
         page_exact.push(d);
+        if (rep + 1) % per_round == 0 || rep + 1 == reps {
+            let run = raw.reads()?;
+            for (all, latencies) in raw_reads.iter_mut().zip(run.latencies) {
+                all.extend(latencies);
+            }
+            raw_tps.extend(run.tps);
+        }
     }
     // Sorting by the exact total computes it for every row: a few runs, up to 10^5 records.
     let top_exact = if n <= 100_000 {
@@ -277,11 +556,18 @@ fn measure<C: TestConnection + Reads>(
         None
     };
     // 1% of the records written, then the roll-up pass; against a hand-written UPDATE of
-    // exactly those records' columns from their slots. Alternated, 3 times each.
+    // exactly those records' columns from their slots, by Diesel and by the raw client.
+    // 3 times; the UPDATE twice by each client each time.
     let touched = (n / 100).max(1);
-    let (mut pass, mut hand, mut pass_updated) = (Vec::new(), Vec::new(), 0);
+    let (mut pass, mut hand, mut raw_hand, mut pass_updated) =
+        (Vec::new(), Vec::new(), Vec::new(), 0);
     let (mut changed, mut changed_records) = (Vec::new(), 0);
-    for _ in 0..3 {
+    let mut hand_command = String::new();
+    // The raw connection kept open, warmed as the fresh ones are.
+    let mut kept = RawConnection::connect(url)?;
+    kept.time(&hand_update(&[0]))?;
+    let mut raw_fresh = Vec::new();
+    for iteration in 0..3 {
         let ids: Vec<i32> = (0..touched)
             .map(|_| rand::random_range(1..=n as i32))
             .collect();
@@ -301,18 +587,62 @@ fn measure<C: TestConnection + Reads>(
         let (t, report) = timed(|| items_likes_slots::table.refresh_cache_all(1000, conn))?;
         pass.push(t);
         pass_updated = report.updated;
-        for id in &ids {
-            Item::likes_of(*id).increment(conn)?;
+        let sql = hand_update(&ids);
+        // By Diesel, by the raw connection kept open, by a fresh raw connection: each after the
+        // same records were written again (so that each has as many rows to change), twice
+        // each, in the order ABCCBA (CBAABC next time), so that none is more often the first
+        // after the passes.
+        let mut order = [
+            By::Diesel,
+            By::Kept,
+            By::Fresh,
+            By::Fresh,
+            By::Kept,
+            By::Diesel,
+        ];
+        if iteration % 2 == 1 {
+            order.reverse();
         }
-        let list: Vec<String> = ids.iter().map(i32::to_string).collect();
-        let sql = format!(
-            "UPDATE items SET likes_count = (SELECT COALESCE(SUM(count), 0) FROM items_likes_slots \
-             WHERE record_id = items.id) WHERE id IN ({})",
-            list.join(", ")
-        );
-        let (t, _) = timed(|| conn.batch_execute(&sql))?;
-        hand.push(t);
+        for client in order {
+            for id in &ids {
+                Item::likes_of(*id).increment(conn)?;
+            }
+            match client {
+                By::Diesel => hand.push(timed(|| conn.batch_execute(&sql))?.0),
+                By::Kept => raw_hand.push(kept.time(&sql)?),
+                By::Fresh => {
+                    let (t, command) = raw.statement(&hand_update(&[0]), &sql)?;
+                    raw_fresh.push(t);
+                    hand_command = command;
+                }
+            }
+            // Each leaves those records' cache equal to their exact totals.
+            assert_eq!(
+                conn.stale(Some(&ids))?,
+                0,
+                "the hand-written UPDATE is exact"
+            );
+        }
     }
+    // Exact after all of it: the pass settles what the UPDATEs left, and then every record's
+    // cache equals its total.
+    items_likes_slots::table.maintain_changed(1000, conn)?;
+    assert_eq!(conn.stale(None)?, 0, "every cached total is exact");
+    let raw_anchors = RawAnchors {
+        runs: [0, 1, 2, 3].map(|i| raw_reads[i].len()),
+        reads: [0, 1, 2, 3].map(|i| median(raw_reads[i].clone())),
+        tps: (!raw_tps.is_empty()).then(|| raw_tps.iter().sum::<f64>() / raw_tps.len() as f64),
+        hand_update: median(raw_hand),
+        hand_update_fresh: median(raw_fresh),
+        commands: format!(
+            "{}\nThe hand-written UPDATE, by {} on its connection kept open (warmed by the \
+             same UPDATE of no record): {}\nThe hand-written UPDATE, by {}: {hand_command}",
+            raw.describe()?,
+            RawClient::kept_name::<C>(),
+            RawClient::kept_call::<C>(),
+            RawClient::fresh_name::<C>(),
+        ),
+    };
     Ok(Row {
         records: n,
         top_column: median(top_column),
@@ -320,6 +650,7 @@ fn measure<C: TestConnection + Reads>(
         top_exact,
         page_column: median(page_column),
         page_exact: median(page_exact),
+        raw: raw_anchors,
         pass: median(pass),
         hand_update: median(hand),
         pass_updated,
@@ -341,16 +672,22 @@ fn ratio(a: Duration, b: Duration) -> String {
 }
 
 fn render<C: TestConnection>(version: &str, o: &Options, rows: &[Row]) -> String {
+    let raw = RawClient::name::<C>();
+    let per_round = o.reps.div_ceil(ROUNDS).max(1);
     let mut out = format!(
         "# reads (issue 41), {}: a page of 20 and the top 20 by likes, the counts as an indexed \
          column (the anchor) and as slotted's exact totals; a roll-up pass after 1% of the \
          records were written\n# {}\n# {}; 2 cores, a shared machine; medians of {} runs \
-         of each query, alternated, through one Diesel connection\n# cargo run --release \
+         of each query, alternated, through one Diesel connection; the anchors also by {raw} in \
+         the same run, on the same tables, the same SQL: {} rounds between the Diesel runs, {} \
+         runs of each query a round\n# cargo run --release \
          --example reads --features postgres,mysql -- --backend {} --records {} --reps {}\n\n",
         C::NAME,
         version.trim(),
         slotted_examples::now_utc(),
         o.reps,
+        o.reps.div_ceil(per_round),
+        per_round * RAW_RUNS_PER_REP,
         C::NAME,
         o.records
             .iter()
@@ -359,42 +696,102 @@ fn render<C: TestConnection>(version: &str, o: &Options, rows: &[Row]) -> String
             .join(","),
         o.reps
     );
-    out += "## Latency, microseconds (median)\n\n\
-        | records | top 20 by the column (anchor) | top 20 by the column, exact counts | ratio | page of 20, column (anchor) | page of 20, exact counts | ratio | top 20 by the exact total |\n\
-        |---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    out += &format!(
+        "## The top 20 by likes, microseconds (median)\n\n\
+        | records | the column by {raw} (raw anchor) | the column by Diesel (anchor) | Diesel / raw | slotted: by the column, exact counts, by Diesel | / Diesel anchor | / raw anchor | slotted's SQL by {raw} | / raw anchor | slotted: by the exact total, by Diesel | / raw anchor |\n\
+        |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    );
     for r in rows {
+        let anchor = r.raw.reads[TOP];
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.records,
+            us(anchor),
             us(r.top_column),
+            ratio(r.top_column, anchor),
             us(r.top_exact_counts),
             ratio(r.top_exact_counts, r.top_column),
-            us(r.page_column),
-            us(r.page_exact),
-            ratio(r.page_exact, r.page_column),
+            ratio(r.top_exact_counts, anchor),
+            us(r.raw.reads[TOP_EXACT]),
+            ratio(r.raw.reads[TOP_EXACT], anchor),
             r.top_exact.map_or("not run".to_owned(), us),
+            r.top_exact.map_or("–".to_owned(), |t| ratio(t, anchor)),
         );
     }
-    out += "\n## A pass after 1% of the records were written, milliseconds (median of 3)\n\n\
-        | records | maintain_changed (compaction and roll-up) | records it took | refresh_cache_all | rows it updated | hand-written UPDATE of those records | maintain_changed / hand | refresh_cache_all / hand |\n\
-        |---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    out += &format!(
+        "\n## A page of 20 with their counts, microseconds (median)\n\n\
+        | records | the column by {raw} (raw anchor) | the column by Diesel (anchor) | Diesel / raw | slotted: exact counts, by Diesel | / Diesel anchor | / raw anchor | slotted's SQL by {raw} | / raw anchor |\n\
+        |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    );
+    for r in rows {
+        let anchor = r.raw.reads[PAGE];
+        out += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.records,
+            us(anchor),
+            us(r.page_column),
+            ratio(r.page_column, anchor),
+            us(r.page_exact),
+            ratio(r.page_exact, r.page_column),
+            ratio(r.page_exact, anchor),
+            us(r.raw.reads[PAGE_EXACT]),
+            ratio(r.raw.reads[PAGE_EXACT], anchor),
+        );
+    }
+    out += &format!(
+        "\nThe raw client runs the timed loop's four queries, Diesel's SQL text: the two anchors \
+         and slotted's two reads, so that its anchors run in the same mix as Diesel's \
+         ({}).\n",
+        match C::NAME {
+            "postgres" => "pgbench picks one of the four scripts at random for each transaction",
+            _ => "in the loop's order, as Diesel's are",
+        }
+    );
+    let (kept, fresh) = (RawClient::kept_name::<C>(), RawClient::fresh_name::<C>());
+    out += &format!(
+        "\n## A pass after 1% of the records were written, milliseconds (medians of 3; of 6 for the hand-written UPDATEs)\n\n\
+        | records | maintain_changed (compaction and roll-up) | records it took | refresh_cache_all | rows it updated | hand-written UPDATE of those records, Diesel (anchor) | the same by {kept}, its connection kept (raw anchor) | Diesel / raw | the same by {fresh} | maintain_changed / hand | refresh_cache_all / hand | maintain_changed / raw hand |\n\
+        |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    );
     for r in rows {
         out += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.records,
             ms(r.changed),
             r.changed_records,
             ms(r.pass),
             r.pass_updated,
             ms(r.hand_update),
+            ms(r.raw.hand_update),
+            ratio(r.hand_update, r.raw.hand_update),
+            ms(r.raw.hand_update_fresh),
             ratio(r.changed, r.hand_update),
-            ratio(r.pass, r.hand_update)
+            ratio(r.pass, r.hand_update),
+            ratio(r.changed, r.raw.hand_update),
         );
     }
     out += "\nmaintain_changed finds the records written since the last pass through the index of \
             unsettled rows, compacts them into the settled slot and rolls them up (the \
             maintainer's pass); refresh_cache_all reads every record's total (its cost follows \
             the table); both write only the rows whose total changed. The hand-written UPDATE \
-            knows which records changed and does not compact.\n";
+            knows which records changed and does not compact. It runs by Diesel (batch_execute, \
+            on the bench's connection), by the raw client on a connection kept open, and by \
+            the raw client on a fresh connection each time (warmed by the same UPDATE of no \
+            record), on the same table, each after the same records were written again, in the \
+            order ABCCBA, then CBAABC; after each, those records' cache equals their exact \
+            totals (checked), and after the last pass every record's (checked).\n";
+    out += &format!("\n## The raw anchors, as run ({raw})\n");
+    for r in rows {
+        out += &format!("\n### {} records\n\n", r.records);
+        out += &format!(
+            "timed runs: top {}, top with exact counts {}, page {}, page with exact counts {}",
+            r.raw.runs[TOP], r.raw.runs[TOP_EXACT], r.raw.runs[PAGE], r.raw.runs[PAGE_EXACT]
+        );
+        if let Some(tps) = r.raw.tps {
+            out += &format!("; pgbench's own report: {tps:.0} tps (mean over its runs)");
+        }
+        out += "\n";
+        out += &r.raw.commands;
+    }
     out
 }

@@ -18,11 +18,16 @@
 //!
 //! Every anchor works on the benchmark's own tables: `bench_single (id, count)`,
 //! `bench_private_hits_slots (record_id, slot, count)` and `bench_events (writer)`.
+//!
+//! The reads benchmark's raw anchors (pgbench scripts of its queries, libmariadb's prepared
+//! statements) are in [`reads`].
 
 use std::process::Command;
 use std::time::Duration;
 
 use crate::BoxError;
+
+pub mod reads;
 
 /// Which counter an anchor increments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +132,13 @@ pub fn pgbench_run(output: &std::process::Output) -> Result<PgbenchRun, BoxError
     let field = |prefix: &str| -> Option<f64> {
         stdout.lines().find_map(|line| {
             let rest = line.trim().strip_prefix(prefix)?;
-            rest.split_whitespace().next()?.parse().ok()
+            // `-t` prints the transactions as `done/planned`.
+            rest.split_whitespace()
+                .next()?
+                .split('/')
+                .next()?
+                .parse()
+                .ok()
         })
     };
     let committed = field("number of transactions actually processed:")
@@ -304,13 +315,13 @@ mod raw_mysql {
     use crate::BoxError;
 
     /// One connection. `MYSQL*` is owned here and closed on drop.
-    struct Raw(*mut ffi::MYSQL);
+    pub(super) struct Raw(pub(super) *mut ffi::MYSQL);
 
     // SAFETY: a MYSQL handle may move between threads; it is used by one thread at a time.
     unsafe impl Send for Raw {}
 
     impl Raw {
-        fn connect(url: &MysqlUrl) -> Result<Raw, BoxError> {
+        pub(super) fn connect(url: &MysqlUrl) -> Result<Raw, BoxError> {
             let c = |s: &str| CString::new(s).map_err(|e| e.to_string());
             let (host, user, password, db) = (
                 c(&url.host)?,
@@ -352,7 +363,7 @@ mod raw_mysql {
         }
 
         /// Runs a statement that returns no rows.
-        fn run(&mut self, sql: &str) -> Result<(), String> {
+        pub(super) fn run(&mut self, sql: &str) -> Result<(), String> {
             // SAFETY: the handle is connected; `sql` outlives the call.
             let rc = unsafe {
                 ffi::mysql_real_query(self.0, sql.as_ptr().cast(), sql.len() as std::ffi::c_ulong)
@@ -500,13 +511,13 @@ mod raw_pq {
     use crate::BoxError;
 
     /// One connection. `PGconn*` is owned here and finished on drop.
-    struct Raw(*mut ffi::PGconn);
+    pub(super) struct Raw(pub(super) *mut ffi::PGconn);
 
     // SAFETY: a PGconn may move between threads; it is used by one thread at a time.
     unsafe impl Send for Raw {}
 
     impl Raw {
-        fn connect(url: &str) -> Result<Raw, BoxError> {
+        pub(super) fn connect(url: &str) -> Result<Raw, BoxError> {
             let url = CString::new(url)?;
             // SAFETY: PQconnectdb copies what it needs of `url` and returns a handle (NULL
             // only when out of memory), which `Raw` then owns.
@@ -529,7 +540,7 @@ mod raw_pq {
         }
 
         /// Takes a command's result: `Ok` when it completed.
-        fn done(&self, result: *mut ffi::PGresult) -> Result<(), String> {
+        pub(super) fn done(&self, result: *mut ffi::PGresult) -> Result<(), String> {
             // SAFETY: `result` came from this handle (NULL when out of memory) and is cleared
             // once.
             unsafe {
