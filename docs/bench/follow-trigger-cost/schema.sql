@@ -1,0 +1,20 @@
+CREATE TABLE sites (id INTEGER PRIMARY KEY);
+CREATE TABLE communities (id INTEGER PRIMARY KEY);
+CREATE TABLE users (id INTEGER PRIMARY KEY);
+CREATE TABLE posts (id INTEGER PRIMARY KEY, community_id INTEGER NOT NULL REFERENCES communities);
+CREATE TABLE comments (id BIGSERIAL PRIMARY KEY, post_id INTEGER NOT NULL REFERENCES posts, author_id INTEGER NOT NULL REFERENCES users,
+ deleted BOOLEAN NOT NULL DEFAULT false, removed BOOLEAN NOT NULL DEFAULT false, local BOOLEAN NOT NULL DEFAULT true);
+CREATE INDEX comments_post_id ON comments (post_id);
+CREATE INDEX comments_author_id ON comments (author_id);
+CREATE TABLE private_post_comments (record_id INTEGER NOT NULL, writer INTEGER NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer));
+CREATE TABLE private_community_comments (record_id INTEGER NOT NULL, writer INTEGER NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer));
+CREATE TABLE private_person_comments (record_id INTEGER NOT NULL, writer INTEGER NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer));
+CREATE TABLE private_site_comments (record_id INTEGER NOT NULL, writer INTEGER NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, writer));
+CREATE TABLE communities_comments_slots (record_id INTEGER NOT NULL, slot SMALLINT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, slot));
+CREATE TABLE posts_comments_slots (record_id INTEGER NOT NULL, slot SMALLINT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, slot));
+CREATE TABLE sites_comments_slots (record_id INTEGER NOT NULL, slot SMALLINT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, slot));
+CREATE TABLE users_comments_slots (record_id INTEGER NOT NULL, slot SMALLINT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (record_id, slot));
+INSERT INTO sites VALUES (1);
+INSERT INTO communities SELECT g FROM generate_series(1, 10) g;
+INSERT INTO users SELECT g FROM generate_series(1, 1000) g;
+INSERT INTO posts SELECT g, 1 + g % 10 FROM generate_series(1, 1000) g;
