@@ -25,7 +25,7 @@ backend_tests! {
         shared_table_holds_two_models,
         a_stopped_pass_says_what_it_committed,
         a_pass_takes_only_the_records_written_since_the_last,
-    a_pass_takes_every_record_however_many_buckets_one_of_them_holds,
+        a_pass_takes_every_record_however_many_buckets_one_of_them_holds,
     ],
     servers: [
         compaction_does_not_wait_for_a_writers_open_transaction,
@@ -34,6 +34,7 @@ backend_tests! {
     postgres: [
         maintenance_keeps_the_statement_cache_small,
         a_compaction_that_began_before_another_settled_the_record_loses_nothing,
+        a_batch_turns_jit_off_in_its_own_transaction_only,
     ],
 }
 
@@ -1088,6 +1089,42 @@ fn a_pass_takes_every_record_however_many_buckets_one_of_them_holds<C: TestConne
         .maintain_changed(2, &mut conn)
         .unwrap();
     assert_eq!(again.compaction.records, 0, "{}: {again:?}", C::NAME);
+}
+
+/// PostgreSQL: a maintenance batch in a transaction of its own runs with `SET LOCAL jit = off`
+/// (a backlog's statements would each pay a JIT compilation), which ends with it: the session's
+/// `jit` is as it was after a pass. Inside the caller's transaction a batch is a savepoint, and
+/// a `SET LOCAL` there would last to the caller's commit: it leaves `jit` alone.
+fn a_batch_turns_jit_off_in_its_own_transaction_only<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = db::<C>(test) else {
+        return;
+    };
+    let jit = |conn: &mut C| {
+        conn.query_i64(
+            "SELECT CAST(CASE current_setting('jit') WHEN 'on' THEN 1 ELSE 0 END AS BIGINT) AS n",
+        )
+    };
+    conn.batch_execute("SET jit = on").unwrap();
+    scattered_likes(&mut conn, 300);
+    let pass = articles_likes_slots::table
+        .maintain_changed(100, &mut conn)
+        .unwrap();
+    assert_eq!(pass.compaction.records, 300, "{pass:?}");
+    assert_eq!(jit(&mut conn), 1, "the session's jit after a pass");
+    scattered_likes(&mut conn, 300);
+    conn.transaction::<_, diesel::result::Error, _>(|conn| {
+        let pass = articles_likes_slots::table
+            .maintain_changed(100, conn)
+            .unwrap();
+        assert_eq!(pass.compaction.records, 300, "{pass:?}");
+        assert_eq!(
+            jit(conn),
+            1,
+            "jit inside the caller's transaction, after a pass in it"
+        );
+        Ok(())
+    })
+    .unwrap();
 }
 
 /// PostgreSQL compacts a batch in one statement: its locking read takes each row at its latest

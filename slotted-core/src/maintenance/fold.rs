@@ -53,20 +53,37 @@ pub(crate) enum Fold {
 
 /// Runs one batch's `$attempt` in a transaction of its own (a savepoint inside the caller's),
 /// once (the caller paces reruns), its error naming the counter of `$spec`: every maintenance
-/// batch job.
+/// batch job. On PostgreSQL a transaction of its own runs without JIT ([`JitOff`] says why).
+///
+/// [`JitOff`]: crate::sql::transaction::JitOff
 macro_rules! one_batch {
-    ($exec:ident, $spec:expr, $attempt:expr) => {
+    ($exec:ident, $spec:expr, $attempt:expr) => {{
+        let jit_off = $crate::maintenance::fold::runs_jit_off(&mut *$exec);
         $crate::retry::retried_transaction!(
             $exec,
             $crate::maintenance::ONCE,
             $crate::retry::lost_a_deadlock,
-            $attempt
+            async {
+                if jit_off {
+                    $exec
+                        .execute($crate::sql::transaction::JitOff)
+                        .await
+                        .map_err($crate::error::Error::from)?;
+                }
+                $attempt.await
+            }
         )
         .map(|done| done.value)
         .map_err(|e| $crate::maintenance::fold::in_context($spec, e))
-    };
+    }};
 }
 pub(crate) use one_batch;
+
+/// Whether a batch's transaction turns JIT off: on PostgreSQL, when it is a transaction of its
+/// own (outside one, a savepoint would carry the setting into the caller's transaction).
+pub(crate) fn runs_jit_off<E: Exec>(exec: &mut E) -> bool {
+    E::Backend::DIALECT == Dialect::Postgres && !exec.in_transaction()
+}
 
 /// A maintenance transaction's own error, `BEGIN` and `COMMIT` included, naming the counter.
 pub(crate) fn in_context(spec: &CounterSpec, error: Error) -> Error {

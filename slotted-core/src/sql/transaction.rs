@@ -1,4 +1,5 @@
-//! `BEGIN` and `COMMIT` as statements of their own, for the sync face on MySQL and MariaDB.
+//! `BEGIN` and `COMMIT` as statements of their own, for the sync face on MySQL and MariaDB (and
+//! PostgreSQL's `SET LOCAL jit = off` for maintenance batches).
 //!
 //! Diesel 2.3's transaction manager sends them with `batch_execute`, which on `MysqlConnection`
 //! turns multi-statements on, runs the text, and turns them off again: three round trips for
@@ -24,6 +25,15 @@ pub(crate) struct Commit;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BeginImmediate;
 
+/// PostgreSQL's `SET LOCAL jit = off`, the first statement of a maintenance batch's own
+/// transaction: a batch's statements read and write thousands of rows, their estimates cross
+/// `jit_above_cost` (100,000 by default) as a backlog grows, and each then pays its compilation
+/// (about 0.4 s here), every batch again. Beside 32 writers at 10^5 records, a maintainer with
+/// a backlog made no pass within 20 s with JIT, 16 with it off (docs/bench/scale-live-*). Not
+/// in a savepoint: `SET LOCAL` would outlive it, to the end of the caller's transaction.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JitOff;
+
 macro_rules! tx_control {
     ($($ty:ident => $sql:literal),*) => {$(
         impl<DB: Backend> QueryFragment<DB> for $ty {
@@ -38,4 +48,9 @@ macro_rules! tx_control {
         }
     )*};
 }
-tx_control!(Begin => "BEGIN", Commit => "COMMIT", BeginImmediate => "BEGIN IMMEDIATE");
+tx_control!(
+    Begin => "BEGIN",
+    Commit => "COMMIT",
+    BeginImmediate => "BEGIN IMMEDIATE",
+    JitOff => "SET LOCAL jit = off"
+);
