@@ -1095,6 +1095,7 @@ fn a_pass_takes_every_record_however_many_buckets_one_of_them_holds<C: TestConne
 /// (a backlog's statements would each pay a JIT compilation), which ends with it: the session's
 /// `jit` is as it was after a pass. Inside the caller's transaction a batch is a savepoint, and
 /// a `SET LOCAL` there would last to the caller's commit: it leaves `jit` alone.
+#[cfg(feature = "postgres")]
 fn a_batch_turns_jit_off_in_its_own_transaction_only<C: TestConnection>(test: &str) {
     let Some((_db, mut conn)) = db::<C>(test) else {
         return;
