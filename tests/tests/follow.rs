@@ -17,6 +17,7 @@ backend_tests! {
     concurrent_writers_beside_compaction_count_exactly,
     the_removal_drops_the_triggers_and_nothing_else,
     verify_reports_drift_and_missing_triggers_and_repair_fixes_them,
+    verify_pages_past_child_rows_that_do_not_count,
     the_backfill_is_exact_while_writers_insert_and_delete,
     an_online_backfill_is_exact_while_writers_insert_delete_move_and_soft_delete,
     counters_of_one_child_table_migrated_apart_are_reported,
@@ -724,6 +725,49 @@ fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnec
         insert_comment(&mut conn, Some(1), 1);
         assert_exact(&mut conn, "triggers back on and the drift repaired");
     }
+}
+
+/// Verify reads a page of records up to a bound (the page size's key of the counter table or of
+/// the child table, whichever comes first), so that a page reads a range of child rows, not
+/// every row after it. Posts 1 to 4 have only comments that do not count (deleted) and no slot
+/// rows, so pages of one record come back empty up to their bound; the one drifted record,
+/// post 5, lies past them, and a page size of 1 must walk to it.
+fn verify_pages_past_child_rows_that_do_not_count<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    migrate(&mut conn);
+    for post in 1..=4 {
+        run(
+            &mut conn,
+            &format!(
+                "INSERT INTO comments (post_id, author_id, deleted) VALUES ({post}, 1, TRUE), ({post}, 2, TRUE)"
+            ),
+        );
+    }
+    insert_comment(&mut conn, Some(5), 1);
+    // The count of post 5 lost behind the triggers' back.
+    run(
+        &mut conn,
+        "DELETE FROM forum_posts_comments_slots WHERE record_id = 5",
+    );
+    for batch in [1, 2, 3, 100] {
+        let report = forum::forum_posts_comments_slots::table
+            .verify_follow_all(batch, &mut conn)
+            .unwrap();
+        assert_eq!(
+            (report.records, report.drifted),
+            (1, 1),
+            "{}: pages of {batch}: {report:?}",
+            C::NAME
+        );
+        assert_eq!(report.drift[0].key, "5", "{}: {report:?}", C::NAME);
+    }
+    let repaired = forum::forum_posts_comments_slots::table
+        .repair_follow_all(1, &mut conn)
+        .unwrap();
+    assert_eq!(repaired.repaired, 1, "{}: {repaired:?}", C::NAME);
+    assert_exact(&mut conn, "a repair in pages of one record");
 }
 
 /// One set of triggers keeps every counter that follows a child table, so those counters belong

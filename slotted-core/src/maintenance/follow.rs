@@ -16,7 +16,7 @@ use crate::follow::trigger_names;
 use crate::key::RawKey;
 use crate::migration::via_owner;
 use crate::reports::{Drift, FollowReport};
-use crate::sql::follow::{EnabledTriggers, VerifyPage, VerifyRow, Which};
+use crate::sql::follow::{EnabledTriggers, PageBound, VerifyPage, VerifyRow, Which};
 use crate::sql::write::AddToSlot;
 use crate::sql::{ByText, Sum};
 
@@ -67,12 +67,30 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
     )
     .await?;
     let limit = i64::try_from(batch.clamp(1, MAX_PAGE)).unwrap_or(1);
+    // A one-column key: each page bounded above, so that it reads a range of child rows (a
+    // composite key reads every child row after the page's first, as one record does).
+    let bounded = spec.key_columns().len() == 1 && follow.record.is_none();
     let mut after: Option<RawKey> = None;
     loop {
+        let upper: Option<RawKey> = if bounded {
+            let bound = PageBound {
+                spec,
+                follow,
+                after: after.as_ref().map(RawKey::as_value),
+                limit,
+            };
+            crate::exec::load_keyed(exec, bound, spec.key_column_kinds())
+                .await
+                .map_err(|e| database_error(spec, e))?
+                .pop()
+        } else {
+            None
+        };
         let page = VerifyPage {
             spec,
             follow,
             after: after.as_ref().map(RawKey::as_value),
+            upper: upper.as_ref().map(RawKey::as_value),
             limit,
         };
         let rows: Vec<VerifyRow> = crate::exec::load_keyed(exec, page, spec.key_column_kinds())
@@ -116,10 +134,12 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
                 }
             }
         }
-        if rows.len() < limit as usize {
-            return Ok(report);
-        }
-        after = rows.last().map(|row| row.key.clone());
+        after = match (rows.len() < limit as usize, upper) {
+            // Fewer keys than asked up to the bound: every key up to it is verified.
+            (true, Some(upper)) => Some(upper),
+            (true, None) => return Ok(report),
+            (false, _) => rows.last().map(|row| row.key.clone()),
+        };
     }
 }
 

@@ -32,6 +32,9 @@ pub(crate) struct VerifyPage<'a> {
     pub spec: &'a CounterSpec,
     pub follow: &'a FollowSpec,
     pub after: Option<KeyValue<'a>>,
+    /// The page's last key at most ([`PageBound`]): both sides read a range of keys, not
+    /// every key after `after`. A one-column key only.
+    pub upper: Option<KeyValue<'a>>,
     pub limit: i64,
 }
 
@@ -53,9 +56,16 @@ impl<DB: CounterBackend> QueryFragment<DB> for VerifyPage<'_> {
         out.push_identifier(COUNT)?;
         out.push_sql(&format!(" AS {HAVE}, 0 AS {WANT} FROM "));
         out.push_identifier(self.spec.table)?;
+        out.push_sql(" WHERE 1 = 1");
         if let Some(after) = &self.after {
-            out.push_sql(" WHERE ");
+            out.push_sql(" AND ");
             push_key_after(&mut out, columns, after)?;
+        }
+        if let Some(upper) = &self.upper {
+            out.push_sql(" AND ");
+            out.push_identifier(columns[0])?;
+            out.push_sql(" <= ");
+            DB::push_key_part(&mut out, &upper.parts()[0])?;
         }
         out.push_sql(" UNION ALL SELECT ");
         let quote = |ident: &str| DB::DIALECT.quote(ident);
@@ -85,6 +95,11 @@ impl<DB: CounterBackend> QueryFragment<DB> for VerifyPage<'_> {
             }
             out.push_sql(" AND ");
         }
+        if let Some(upper) = &self.upper {
+            out.push_sql(&format!("{} <= ", parent[0]));
+            DB::push_key_part(&mut out, &upper.parts()[0])?;
+            out.push_sql(" AND ");
+        }
         out.push_sql(&self.follow.counts_sql(&child, quote));
         out.push_sql(") AS slotted_verify GROUP BY ");
         push_columns(&mut out, columns, None)?;
@@ -96,6 +111,69 @@ impl<DB: CounterBackend> QueryFragment<DB> for VerifyPage<'_> {
 }
 
 statement!(by_text: VerifyPage);
+
+/// The last key of the next verify page, for a counter of a one-column key: the `limit`-th key
+/// after `after` of the counter table, or of the child table (through a table between: of that
+/// table's parent column), whichever is smaller; no row when neither has `limit` keys left (the
+/// last page). Each side an index range of `limit` keys. Without it a page read every child row
+/// after `after` to find its first `limit` keys: a pass cost pages x child rows (10^6 comments
+/// on 10^5 posts: 0.4 s on PostgreSQL and 0.8 s on MariaDB for the first page of 1,000).
+///
+/// `SELECT record_id FROM (SELECT MIN(slotted_b) AS record_id FROM (SELECT MAX(k) AS slotted_b
+/// FROM (SELECT record_id AS k FROM t WHERE record_id > ? GROUP BY record_id ORDER BY record_id
+/// LIMIT n) AS a HAVING COUNT(*) = n UNION ALL SELECT MAX(k) FROM (SELECT post_id AS k FROM
+/// comments WHERE post_id > ? GROUP BY post_id ORDER BY post_id LIMIT n) AS b HAVING COUNT(*) =
+/// n) AS c) AS d WHERE record_id IS NOT NULL`
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PageBound<'a> {
+    pub spec: &'a CounterSpec,
+    pub follow: &'a FollowSpec,
+    pub after: Option<KeyValue<'a>>,
+    pub limit: i64,
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for PageBound<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        let quote = |ident: &str| DB::DIALECT.quote(ident);
+        let record_id = quote(self.spec.key_columns()[0]);
+        // The column whose keys bound the page, in the table that holds it.
+        let (table, key) = match self.follow.through {
+            Some(through) => (through.table, through.column),
+            None => (self.follow.table, self.follow.key_columns[0]),
+        };
+        out.push_sql(&format!(
+            "SELECT {record_id} FROM (SELECT MIN(slotted_b) AS {record_id} FROM ("
+        ));
+        for (i, (table, key)) in [(self.spec.table, self.spec.key_columns()[0]), (table, key)]
+            .into_iter()
+            .enumerate()
+        {
+            if i > 0 {
+                out.push_sql(" UNION ALL ");
+            }
+            let key = quote(key);
+            out.push_sql(&format!(
+                "SELECT MAX(slotted_k) AS slotted_b FROM (SELECT {key} AS slotted_k FROM {table} WHERE {key} IS NOT NULL",
+                table = quote(table),
+            ));
+            if let Some(after) = &self.after {
+                out.push_sql(&format!(" AND {key} > "));
+                DB::push_key_part(&mut out, &after.parts()[0])?;
+            }
+            out.push_sql(&format!(" GROUP BY {key} ORDER BY {key} LIMIT "));
+            DB::push_big_int(&mut out, &self.limit)?;
+            out.push_sql(&format!(") AS slotted_side{i} HAVING COUNT(*) = "));
+            DB::push_big_int(&mut out, &self.limit)?;
+        }
+        out.push_sql(&format!(
+            ") AS slotted_sides) AS slotted_bound WHERE {record_id} IS NOT NULL"
+        ));
+        Ok(())
+    }
+}
+
+statement!(by_text: PageBound);
 
 /// A row of [`VerifyPage`]: a record's key, what its slots hold, what its child rows add.
 #[derive(Debug, Clone)]
