@@ -151,48 +151,6 @@ async fn refresh<T: CounterTable, E: Exec>(exec: &mut E, keys: &[T::Key]) -> Res
     }
 }
 
-async fn refresh_all<T: CounterTable, E: Exec>(
-    exec: &mut E,
-    batch: usize,
-) -> Result<RefreshReport> {
-    let spec = &T::SPEC;
-    refuse_read_only(exec, spec).await?;
-    let Some(cache) = &spec.cache else {
-        return Ok(RefreshReport::default());
-    };
-    adopt::claim(exec, spec, cache).await?;
-    let limit = i64::try_from(batch.max(1)).unwrap_or(i64::MAX);
-    let (mut after, mut report) = (None, RefreshReport::default());
-    let mut pace = Pace::new(batch.min(MAINTENANCE_BATCH));
-    loop {
-        let page = KeyPage::Parent {
-            spec,
-            cache,
-            after: after.as_ref().map(crate::key::RawKey::as_value),
-            limit,
-        };
-        let keys = match fold::key_page(exec, page).await {
-            Ok(keys) => keys,
-            Err(e) => return Err(stopped(exec, report, e)),
-        };
-        let Some(last) = keys.last().cloned() else {
-            return Ok(report);
-        };
-        let last_page = (keys.len() as i64) < limit;
-        let keys: Vec<KeyValue<'_>> = keys.iter().map(crate::key::RawKey::as_value).collect();
-        let done = paced!(exec, &mut pace, &keys, &mut report, |batch| {
-            fold::refresh(exec, spec, cache, batch)
-        });
-        if let Err(e) = done {
-            return Err(stopped(exec, report, e));
-        }
-        if last_page {
-            return Ok(report);
-        }
-        after = Some(last);
-    }
-}
-
 /// The records written since the last pass (those with rows outside the settled slot), found
 /// through the index of unsettled rows, page by page in key order: each page compacted (which
 /// settles it), then rolled up into the cached column. A pass costs what was written since the
@@ -252,13 +210,14 @@ async fn absorb<T: CounterTable, E: Exec>(exec: &mut E, keys: &[T::Key]) -> Resu
     }
 }
 
-/// Pages of the model's keys (`parent`) or of the keys with slot rows, `batch` at a time in key
-/// order, each handed to `job` in paced batches, until none is left.
+/// Pages of the model's keys (`parent`, the table of a cached or adopted column) or of the keys
+/// with slot rows, `batch` at a time in key order, each handed to `job` in paced batches, until
+/// none is left. Evaluates to `Result<R>`, `R` the report `job`'s results add up in.
 macro_rules! for_each_key_page {
     ($exec:ident, $spec:expr, $batch:expr, $parent:expr, |$b:ident| $job:expr) => {{
         let spec: &$crate::table::CounterSpec = $spec;
         let limit = i64::try_from($batch.clamp(1, MAX_PAGE)).unwrap_or(1);
-        let (mut after, mut report) = (None::<crate::key::RawKey>, MoveReport::default());
+        let (mut after, mut report) = (None::<crate::key::RawKey>, Default::default());
         let mut pace = Pace::new($batch.clamp(1, MAINTENANCE_BATCH));
         loop {
             let after_key = after.as_ref().map(crate::key::RawKey::as_value);
@@ -299,6 +258,21 @@ macro_rules! for_each_key_page {
     }};
 }
 
+async fn refresh_all<T: CounterTable, E: Exec>(
+    exec: &mut E,
+    batch: usize,
+) -> Result<RefreshReport> {
+    let spec = &T::SPEC;
+    refuse_read_only(exec, spec).await?;
+    let Some(cache) = &spec.cache else {
+        return Ok(RefreshReport::default());
+    };
+    adopt::claim(exec, spec, cache).await?;
+    for_each_key_page!(exec, spec, batch, Some(cache), |keys| fold::refresh(
+        exec, spec, cache, keys
+    ))
+}
+
 async fn absorb_all<T: CounterTable, E: Exec>(exec: &mut E, batch: usize) -> Result<MoveReport> {
     let spec = &T::SPEC;
     refuse_read_only(exec, spec).await?;
@@ -312,9 +286,10 @@ async fn absorb_all<T: CounterTable, E: Exec>(exec: &mut E, batch: usize) -> Res
             ..MoveReport::default()
         });
     }
-    let mut report = for_each_key_page!(exec, spec, batch, Some(column), |keys| adopt::absorb(
-        exec, spec, column, keys
-    ))?;
+    let mut report: MoveReport =
+        for_each_key_page!(exec, spec, batch, Some(column), |keys| adopt::absorb(
+            exec, spec, column, keys
+        ))?;
     // The pass is the act that says no old writer is left: a cache on the same column is the
     // roll-up's from now on, if every row holds 0.
     report.took_over_cache = adopt::take_over_after_absorb(exec, spec)
