@@ -265,15 +265,20 @@ fn push_mysql_unsettled<'b, DB: CounterBackend>(
             out.push_sql(" AND ");
             push_key_after(out, columns, after)?;
         }
-        out.push_sql(" GROUP BY ");
-        push_columns(out, columns, None)?;
-        out.push_sql(" ORDER BY ");
-        push_columns(out, columns, None)?;
-        out.push_sql(" LIMIT ");
-        DB::push_big_int(out, limit)?;
+        push_first_keys(out, columns, limit)?;
         out.push_sql(")");
     }
-    out.push_sql(") AS slotted_unsettled GROUP BY ");
+    out.push_sql(") AS slotted_unsettled");
+    push_first_keys(out, columns, limit)
+}
+
+/// ` GROUP BY k… ORDER BY k… LIMIT n`: the first `limit` distinct keys.
+fn push_first_keys<'b, DB: CounterBackend>(
+    out: &mut AstPass<'_, 'b, DB>,
+    columns: &[&str],
+    limit: &'b i64,
+) -> QueryResult<()> {
+    out.push_sql(" GROUP BY ");
     push_columns(out, columns, None)?;
     out.push_sql(" ORDER BY ");
     push_columns(out, columns, None)?;

@@ -29,11 +29,11 @@ pub enum Backfill {
     /// The migration makes the triggers (writers wait for that DDL only) and counts nothing:
     /// run [`repair_follow_all`](crate::CounterMaintenance::repair_follow_all) of every counter
     /// that follows the table once it has run, or give a
-    /// [`Maintainer`](crate::maintenance::Maintainer) `repair_follow`, whose first pass does. The repair reads
-    /// each page of records and their child rows in one statement (one snapshot) and adds the
-    /// difference: once the triggers exist, that difference is the rows written before them,
-    /// and an add commutes with every writer's, so nothing is lost or counted twice while
-    /// writers go on.
+    /// [`Maintainer`](crate::maintenance::Maintainer) `repair_follow`, whose first pass does.
+    /// The repair reads each page of records and their child rows in one statement (one
+    /// snapshot) and adds the difference: once the triggers exist, that difference is the rows
+    /// written before them, and an add commutes with every writer's, so nothing is lost or
+    /// counted twice while writers go on.
     Online,
 }
 
