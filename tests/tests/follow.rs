@@ -27,7 +27,11 @@ backend_tests! {
     an_aggregate_column_an_apps_trigger_keeps_is_taken_over_beside_writers,
     a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once,
     ],
-    servers: [concurrent_writers_write_distinct_slots],
+    servers: [
+    concurrent_writers_write_distinct_slots,
+    concurrent_writers_beside_compaction_count_exactly_under_a_foreign_key,
+    a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once_under_a_foreign_key,
+    ],
 }
 
 const POSTS: [i32; 5] = [1, 2, 3, 4, 5];
@@ -360,10 +364,56 @@ fn the_rows_already_there_are_counted_once<C: TestConnection>(test: &str) {
 /// and cast, flip (many in one `UPDATE`) and withdraw votes on five hot posts, in transactions
 /// of several statements, some rolled back; a maintainer compacts the counter tables meanwhile. At the end every count equals the child rows'.
 fn concurrent_writers_beside_compaction_count_exactly<C: TestConnection>(test: &str) {
+    concurrent_writers_beside_compaction::<C>(test, false);
+}
+
+/// The same under a foreign key from the comments to their posts: PostgreSQL's insert trigger
+/// then leaves the lock on the post to the key's check.
+fn concurrent_writers_beside_compaction_count_exactly_under_a_foreign_key<C: TestConnection>(
+    test: &str,
+) {
+    concurrent_writers_beside_compaction::<C>(test, true);
+}
+
+/// A foreign key from the comments to their posts, not deferrable, before the migration: on
+/// PostgreSQL the follow function's `INSERT` then takes no lock of its own on the post (the
+/// key's check holds it), which the function's source shows: its `FOR KEY SHARE` locks, one
+/// per event that takes one, are the update's and the delete's only.
+fn add_the_foreign_key<C: TestConnection>(conn: &mut C) {
+    run(
+        conn,
+        "ALTER TABLE comments ADD CONSTRAINT comments_post FOREIGN KEY (post_id) \
+         REFERENCES forum_posts (id)",
+    );
+}
+
+/// How many `FOR KEY SHARE` locks the follow function of `comments` takes (PostgreSQL).
+fn locks_in_the_function<C: TestConnection>(conn: &mut C) -> i64 {
+    conn.query_i64(
+        "SELECT CAST((length(prosrc) - length(replace(prosrc, 'FOR KEY SHARE', ''))) / 13 AS BIGINT) \
+         AS n FROM pg_proc WHERE proname = 'slotted_follow_comments'",
+    )
+}
+
+fn assert_the_insert_locks<C: TestConnection>(conn: &mut C, foreign_key: bool) {
+    if C::NAME == "postgres" {
+        assert_eq!(
+            locks_in_the_function(conn),
+            if foreign_key { 2 } else { 3 },
+            "the insert's own lock on the post, with a foreign key: {foreign_key}"
+        );
+    }
+}
+
+fn concurrent_writers_beside_compaction<C: TestConnection>(test: &str, foreign_key: bool) {
     let Some((db, mut conn)) = setup::<C>(test) else {
         return;
     };
+    if foreign_key {
+        add_the_foreign_key(&mut conn);
+    }
     migrate(&mut conn);
+    assert_the_insert_locks(&mut conn, foreign_key);
     let writers = if C::NAME == "sqlite" { 3 } else { 8 };
     let rounds = if C::NAME == "sqlite" { 60 } else { 120 };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1316,13 +1366,32 @@ fn an_aggregate_column_an_apps_trigger_keeps_is_taken_over_beside_writers<C: Tes
 fn a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once<C: TestConnection>(
     test: &str,
 ) {
+    a_post_moved_while_a_comment_is_added::<C>(test, false);
+}
+
+/// The same race under a foreign key from the comments to their posts: on PostgreSQL the
+/// comment's lock on the post is then the key check's (`FOR KEY SHARE`, at the end of the
+/// statement, before the follow trigger reads the post).
+fn a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once_under_a_foreign_key<
+    C: TestConnection,
+>(
+    test: &str,
+) {
+    a_post_moved_while_a_comment_is_added::<C>(test, true);
+}
+
+fn a_post_moved_while_a_comment_is_added<C: TestConnection>(test: &str, foreign_key: bool) {
     const MOVE: &str = "UPDATE forum_posts SET community_id = 2 WHERE id = 1";
     const COMMENT: &str = "INSERT INTO comments (post_id, author_id) VALUES (1, 1)";
     for move_first in [false, true] {
         let Some((db, mut conn)) = setup::<C>(test) else {
             return;
         };
+        if foreign_key {
+            add_the_foreign_key(&mut conn);
+        }
         migrate(&mut conn);
+        assert_the_insert_locks(&mut conn, foreign_key);
         insert_comment(&mut conn, Some(1), 2);
         insert_comment(&mut conn, Some(1), 3);
         let (first_sql, second_sql) = if move_first {

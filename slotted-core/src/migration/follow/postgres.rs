@@ -7,7 +7,7 @@ use crate::table::CounterSpec;
 
 use super::super::quote;
 use super::backfill::backfills;
-use super::through::{pg_lock_through, through_triggers};
+use super::through::{pg_foreign_keys_lock, pg_lock_through, through_triggers};
 use super::{drop_before_up, empty_tables, Followers};
 
 /// PostgreSQL: statement triggers over the statement's transition tables, one per event (a
@@ -24,8 +24,13 @@ pub(super) fn up(followers: &Followers) -> String {
     let dialect = Dialect::Postgres;
     let q = |ident: &str| quote(dialect, ident);
     let function = q(&trigger_name(followers.child, ""));
-    let upserts = |sources: &dyn Fn(&FollowSpec) -> String, tables: &[&str]| -> String {
-        pg_lock_through(followers, tables)
+    let upserts = |sources: &dyn Fn(&FollowSpec) -> String, tables: &[&str], lock: bool| {
+        let locks = if lock {
+            pg_lock_through(followers, tables)
+        } else {
+            Vec::new()
+        };
+        locks
             .into_iter()
             .chain(
                 followers
@@ -56,44 +61,63 @@ pub(super) fn up(followers: &Followers) -> String {
     })
     .collect();
     let (declare, take) = pg_trigger_takes_index();
+    // `insert_locks`: whether an `INSERT` locks the rows between itself.
+    let create_function = |insert_locks: bool| {
+        format!(
+            "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $slotted$\n\
+             DECLARE\n    \
+                 {declare}\
+             BEGIN\n    \
+                 {take}    \
+                 IF TG_OP = 'INSERT' THEN\n        {insert};\n    \
+                 ELSIF TG_OP = 'DELETE' THEN\n        {delete};\n    \
+                 ELSE\n        {update};\n    \
+                 END IF;\n    \
+                 RETURN NULL;\n\
+             END\n$slotted$;\n",
+            insert = upserts(
+                &|follow| pg_changes(follow, "slotted_new", ""),
+                &["slotted_new"],
+                insert_locks
+            ),
+            delete = upserts(
+                &|follow| pg_changes(follow, "slotted_old", "-"),
+                &["slotted_old"],
+                true
+            ),
+            update = upserts(
+                &|follow| format!(
+                    "{} UNION ALL {}",
+                    pg_changes(follow, "slotted_new", ""),
+                    pg_changes(follow, "slotted_old", "-")
+                ),
+                &["slotted_new", "slotted_old"],
+                true
+            ),
+        )
+    };
+    // Where the child's foreign keys lock the rows between already (checked when the
+    // migration runs), an `INSERT` takes no lock of its own: `pg_foreign_keys_lock`.
+    let create_function = match pg_foreign_keys_lock(followers) {
+        None => create_function(true),
+        Some(covered) => format!(
+            "DO $slotted_fk$\nBEGIN\nIF {covered} THEN\n{without}ELSE\n{with}END IF;\nEND\n$slotted_fk$;\n",
+            without = create_function(false),
+            with = create_function(true),
+        ),
+    };
     format!(
         "{header}\
          LOCK TABLE {held} IN SHARE ROW EXCLUSIVE MODE;\n\
          {drop}\
          {empty}\
-         CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $slotted$\n\
-         DECLARE\n    \
-             {declare}\
-         BEGIN\n    \
-             {take}    \
-             IF TG_OP = 'INSERT' THEN\n        {insert};\n    \
-             ELSIF TG_OP = 'DELETE' THEN\n        {delete};\n    \
-             ELSE\n        {update};\n    \
-             END IF;\n    \
-             RETURN NULL;\n\
-         END\n$slotted$;\n\
+         {create_function}\
          {triggers}\
          {via}\
          {backfills}",
         header = followers.header(),
         drop = drop_before_up(followers, dialect),
         empty = empty_tables(followers, dialect),
-        insert = upserts(
-            &|follow| pg_changes(follow, "slotted_new", ""),
-            &["slotted_new"]
-        ),
-        delete = upserts(
-            &|follow| pg_changes(follow, "slotted_old", "-"),
-            &["slotted_old"]
-        ),
-        update = upserts(
-            &|follow| format!(
-                "{} UNION ALL {}",
-                pg_changes(follow, "slotted_new", ""),
-                pg_changes(follow, "slotted_old", "-")
-            ),
-            &["slotted_new", "slotted_old"]
-        ),
         held = followers
             .held_tables()
             .iter()
