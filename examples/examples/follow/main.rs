@@ -18,9 +18,10 @@
 //! Every counting mode counts the same four things per comment: its author, its post, its
 //! post's community (the three while the comment is neither `deleted` nor `removed`) and the
 //! site (while it is `local`), as the issue's measurement did. The library counts the community
-//! `through = posts(community_id)`, and so reads the post with a share lock (a post moved
-//! meanwhile would otherwise take its comments' count wrong); the anchors read the post's
-//! community plainly, as Lemmy's trigger does, and handle no move.
+//! `through = posts(community_id)`, and so reads the post under a share lock (a post moved
+//! meanwhile would otherwise take its comments' count wrong): on PostgreSQL the lock of the
+//! comment's foreign key check, which the migration found; on MariaDB one the trigger takes. The
+//! anchors read the post's community plainly, as Lemmy's trigger does, and handle no move.
 //!
 //! Between modes the triggers are dropped and created (each mode's DDL in its own function:
 //! `install`, `remove_all`) and the tables emptied. After every run the counts must be exact, or
@@ -407,9 +408,10 @@ fn measure<C: Server>(o: &Options, url: &str) -> Result<(), BoxError> {
         out,
         "Counted per comment in follow, hot-row and private: its author, its post and its post's \
          community (while neither deleted nor removed) and the site (while local): 4 counts; none \
-         counts nothing. follow reads the post's community with a share lock (through = \
-         posts(community_id) keeps the count right when a post moves); the anchors read it plainly \
-         and handle no move.\n\
+         counts nothing. follow reads the post's community under a share lock (through = \
+         posts(community_id) keeps the count right when a post moves: on PostgreSQL the lock of \
+         the comment's foreign key check, on MariaDB one the trigger takes); the anchors read it \
+         plainly and handle no move.\n\
          follow: the library's counters (follow = comments(post_id), comments(author_id), \
          comments(post_id) through posts(community_id), comments + record = 1; 32 slots each; \
          CounterMigrations' triggers); hot-row: a hand-written row trigger updating the post's, \

@@ -143,6 +143,13 @@ fn a_count_through_a_table_between_puts_triggers_on_it_too() {
         up.contains(r#"ORDER BY "id" FOR KEY SHARE"#),
         "the posts of a statement's comments are locked in key order: {up}"
     );
+    // Two functions, one chosen when the migration runs: without the insert's lock where a
+    // foreign key's check takes it (2 locks: the update's, the delete's), with it elsewhere (3).
+    assert!(
+        up.contains("DO $slotted_fk$") && up.contains("NOT k.condeferrable"),
+        "{up}"
+    );
+    assert_eq!(up.matches("FOR KEY SHARE").count(), 5, "{up}");
     assert!(
         up.contains(r#"PERFORM 1 FROM "posts" WHERE "id" = OLD."id" FOR UPDATE"#),
         "a move waits for the comments being added to its post: {up}"
