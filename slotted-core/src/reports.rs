@@ -202,6 +202,12 @@ pub struct FollowReport {
     /// left from a table the counter followed before (see the guide's "Removal"). They add
     /// that table's changes to the count.
     pub stray_triggers: u64,
+    /// PostgreSQL: foreign keys that the counter's trigger relies on and that are gone. Where
+    /// the migration found a foreign key from the child's column to the table between (a count
+    /// `through` it), an `INSERT` leaves the lock on the row between to the key's check; a key
+    /// dropped (or made deferrable) since then leaves a comment added while its post moves
+    /// counted for the old parent. Run the counter's migration again (down and up).
+    pub foreign_keys_missing: u64,
 }
 
 impl FollowReport {
@@ -209,11 +215,13 @@ impl FollowReport {
     pub const SAMPLE: usize = 100;
 
     /// Whether every record's count equals its child rows, every trigger is there and enabled,
-    /// and no trigger of another table writes into the counter's.
+    /// no trigger of another table writes into the counter's, and no foreign key the triggers
+    /// rely on is gone.
     pub fn is_exact(&self) -> bool {
         self.drifted == self.repaired
             && self.triggers_enabled == self.triggers_expected
             && self.stray_triggers == 0
+            && self.foreign_keys_missing == 0
     }
 }
 

@@ -191,6 +191,7 @@ impl Report for crate::reports::FollowReport {
                 triggers_enabled = self.triggers_enabled,
                 triggers_expected = self.triggers_expected,
                 stray_triggers = self.stray_triggers,
+                foreign_keys_missing = self.foreign_keys_missing,
                 drift = ?self.drift.iter().take(10).collect::<Vec<_>>(),
                 "slotted: a counter that follows a child table drifted from it"
             );

@@ -32,6 +32,7 @@ backend_tests! {
     concurrent_writers_beside_compaction_count_exactly_under_a_foreign_key,
     a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once_under_a_foreign_key,
     ],
+    postgres: [a_foreign_key_the_insert_relies_on_is_reported_once_gone],
 }
 
 const POSTS: [i32; 5] = [1, 2, 3, 4, 5];
@@ -1446,4 +1447,67 @@ fn a_post_moved_while_a_comment_is_added<C: TestConnection>(test: &str, foreign_
         );
         assert_exact(&mut conn, "a move and a comment on the moved post at once");
     }
+}
+
+/// PostgreSQL: the follow function of `comments` made under a foreign key to the posts leaves an
+/// insert's lock on the post to the key's check; the key dropped, or made deferrable, afterwards
+/// is reported by the verify job (the count would otherwise go wrong, silently, only when a
+/// post moves while a comment is added to it), and the migration run again takes the lock
+/// itself.
+fn a_foreign_key_the_insert_relies_on_is_reported_once_gone<C: TestConnection>(test: &str) {
+    let Some((_db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    add_the_foreign_key(&mut conn);
+    migrate(&mut conn);
+    insert_comment(&mut conn, Some(1), 1);
+    let verify = |conn: &mut C| {
+        forum::communities_comments_slots::table
+            .verify_follow_all(100, conn)
+            .unwrap()
+    };
+    let report = verify(&mut conn);
+    assert!(
+        report.is_exact() && report.foreign_keys_missing == 0,
+        "{report:?}"
+    );
+    run(
+        &mut conn,
+        "ALTER TABLE comments ALTER CONSTRAINT comments_post DEFERRABLE INITIALLY IMMEDIATE",
+    );
+    let report = verify(&mut conn);
+    assert!(
+        !report.is_exact() && report.foreign_keys_missing == 1 && report.drifted == 0,
+        "a deferrable key: {report:?}"
+    );
+    run(
+        &mut conn,
+        "ALTER TABLE comments DROP CONSTRAINT comments_post",
+    );
+    let report = verify(&mut conn);
+    assert!(
+        !report.is_exact() && report.foreign_keys_missing == 1,
+        "a dropped key: {report:?}"
+    );
+    // A counter that does not pass through the posts relies on no key.
+    let report = forum::forum_posts_comments_slots::table
+        .verify_follow_all(100, &mut conn)
+        .unwrap();
+    assert!(
+        report.is_exact() && report.foreign_keys_missing == 0,
+        "{report:?}"
+    );
+    // The follow migrations again (comments' and post_votes'): the insert locks the post
+    // itself, and the report is clean.
+    for _ in 0..2 {
+        conn.revert_last_migration(forum::migrations()).unwrap();
+    }
+    migrate(&mut conn);
+    assert_the_insert_locks(&mut conn, false);
+    let report = verify(&mut conn);
+    assert!(
+        report.is_exact() && report.foreign_keys_missing == 0,
+        "{report:?}"
+    );
+    assert_exact(&mut conn, "the migration run again without the key");
 }

@@ -12,11 +12,13 @@ use std::marker::PhantomData;
 
 use super::*;
 use crate::count::parse_total;
-use crate::follow::trigger_names;
+use crate::follow::{trigger_name, trigger_names};
 use crate::key::RawKey;
 use crate::migration::via_owner;
 use crate::reports::{Drift, FollowReport};
-use crate::sql::follow::{EnabledTriggers, PageBound, VerifyPage, VerifyRow, Which};
+use crate::sql::follow::{
+    EnabledTriggers, ForeignKeyGone, PageBound, VerifyPage, VerifyRow, Which,
+};
 use crate::sql::write::AddToSlot;
 use crate::sql::{ByText, Sum};
 
@@ -66,6 +68,18 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
         triggers(follow.table, Which::Elsewhere(expected_elsewhere)),
     )
     .await?;
+    if <E::Backend as crate::dialect::CounterBackend>::DIALECT == crate::dialect::Dialect::Postgres
+    {
+        if let Some((marker, exists)) = follow.pg_foreign_key() {
+            let function = trigger_name(follow.table, "");
+            let gone = ForeignKeyGone {
+                function: &function,
+                marker: &marker,
+                exists: &exists,
+            };
+            report.foreign_keys_missing = count_rows(exec, spec, gone).await?;
+        }
+    }
     let limit = i64::try_from(batch.clamp(1, MAX_PAGE)).unwrap_or(1);
     // A one-column key: each page bounded above, so that it reads a range of child rows (a
     // composite key reads every child row after the page's first, as one record does).
@@ -152,8 +166,17 @@ async fn count_triggers<E: Exec>(
     spec: &crate::table::CounterSpec,
     triggers: EnabledTriggers<'_>,
 ) -> Result<u64> {
+    count_rows(exec, spec, triggers).await
+}
+
+/// The count a statement of one `slotted_total` reads.
+async fn count_rows<E: Exec, S: crate::exec::Statement<E::Backend>>(
+    exec: &mut E,
+    spec: &crate::table::CounterSpec,
+    statement: S,
+) -> Result<u64> {
     let rows = exec
-        .load::<_, Sum>(triggers)
+        .load::<_, Sum>(statement)
         .await
         .map_err(|e| database_error(spec, e))?;
     Ok(rows

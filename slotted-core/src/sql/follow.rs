@@ -298,4 +298,33 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
     }
 }
 
-statement!(by_text: EnabledTriggers);
+/// PostgreSQL: how many functions named `function` carry `marker` (their `INSERT` leaves the
+/// lock on the rows between to a foreign key's check, [`FollowSpec::pg_foreign_key`]) while
+/// the key does not exist, `exists` false: 1 when it was dropped (or made deferrable) since the
+/// migration, as the text of one `slotted_total`.
+#[derive(Debug, Clone)]
+pub(crate) struct ForeignKeyGone<'a> {
+    pub function: &'a str,
+    pub marker: &'a str,
+    /// The condition on `pg_constraint`, SQL made from the counter's identifiers.
+    pub exists: &'a str,
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for ForeignKeyGone<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        varies_with_batch(&mut out);
+        out.push_sql(
+            "SELECT CAST(COUNT(*) AS TEXT) AS slotted_total FROM pg_proc p \
+             JOIN pg_namespace n ON n.oid = p.pronamespace \
+             WHERE n.nspname = ANY (current_schemas(false)) AND p.proname = ",
+        );
+        DB::push_text(&mut out, self.function)?;
+        out.push_sql(" AND strpos(p.prosrc, ");
+        DB::push_text(&mut out, self.marker)?;
+        out.push_sql(") > 0 AND NOT ");
+        out.push_sql(self.exists);
+        Ok(())
+    }
+}
+
+statement!(by_text: EnabledTriggers, ForeignKeyGone);

@@ -114,13 +114,14 @@ impl Work {
                 Outcome {
                     summary: format!(
                         "{} records verified: {} drifted, {} repaired; {} of {} triggers enabled, \
-                         {} stray",
+                         {} stray, {} foreign keys they rely on gone",
                         report.records,
                         report.drifted,
                         report.repaired,
                         report.triggers_enabled,
                         report.triggers_expected,
-                        report.stray_triggers
+                        report.stray_triggers,
+                        report.foreign_keys_missing
                     ),
                     alert: !report.is_exact(),
                 }

@@ -62,9 +62,10 @@ pub(super) fn up(followers: &Followers) -> String {
     .collect();
     let (declare, take) = pg_trigger_takes_index();
     // `insert_locks`: whether an `INSERT` locks the rows between itself.
-    let create_function = |insert_locks: bool| {
+    let create_function = |insert_locks: bool, markers: &str| {
         format!(
             "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $slotted$\n\
+             {markers}\
              DECLARE\n    \
                  {declare}\
              BEGIN\n    \
@@ -99,11 +100,11 @@ pub(super) fn up(followers: &Followers) -> String {
     // Where the child's foreign keys lock the rows between already (checked when the
     // migration runs), an `INSERT` takes no lock of its own: `pg_foreign_keys_lock`.
     let create_function = match pg_foreign_keys_lock(followers) {
-        None => create_function(true),
-        Some(covered) => format!(
+        None => create_function(true, ""),
+        Some((markers, covered)) => format!(
             "DO $slotted_fk$\nBEGIN\nIF {covered} THEN\n{without}ELSE\n{with}END IF;\nEND\n$slotted_fk$;\n",
-            without = create_function(false),
-            with = create_function(true),
+            without = create_function(false, &markers),
+            with = create_function(true, ""),
         ),
     };
     format!(

@@ -59,10 +59,11 @@ pub(super) fn pg_lock_through(followers: &Followers, tables: &[&str]) -> Vec<Str
     locks
 }
 
-/// PostgreSQL: the condition, read when the migration runs, under which an `INSERT` into the
-/// child table needs none of [`pg_lock_through`]'s locks; `None` when no counter passes through
-/// a table between. It holds when every child column that names rows between has a foreign key
-/// to their key that is not deferrable: its check, a row trigger, runs at the end of the
+/// PostgreSQL: whether an `INSERT` into the child table needs none of [`pg_lock_through`]'s
+/// locks, as the lines its function then carries and the condition, read when the migration
+/// runs ([`FollowSpec::pg_foreign_key`]); `None` when no counter passes through a table
+/// between. It holds when every child column that names rows between has a foreign key to
+/// their key that is not deferrable: its check, a row trigger, runs at the end of the
 /// statement, before every statement trigger, and takes the same lock (`SELECT … FOR KEY
 /// SHARE` on the row between, waiting for a move in flight to commit). The lock of our own
 /// then only repeats it, which cost the benchmark's writers about 6 µs an insert and, on a hot
@@ -71,32 +72,24 @@ pub(super) fn pg_lock_through(followers: &Followers, tables: &[&str]) -> Vec<Str
 ///
 /// The function is made once, by the migration: a foreign key dropped or made deferrable
 /// afterwards leaves inserts without the lock, and a post moved while a comment is added to it
-/// can then leave the comment counted for the old community. The verify job reports that
-/// drift; the guide says to run the follow migration again after such a change.
-pub(super) fn pg_foreign_keys_lock(followers: &Followers) -> Option<String> {
-    let literal = |ident: &str| quote(Dialect::Postgres, ident).replace('\'', "''");
-    let mut keys: Vec<String> = Vec::new();
+/// can then leave the comment counted for the old community. The verify job reports such a
+/// key (`FollowReport::foreign_keys_missing`); the guide says to run the migration again.
+pub(super) fn pg_foreign_keys_lock(followers: &Followers) -> Option<(String, String)> {
+    let mut keys: Vec<(String, String)> = Vec::new();
     for (_, follow) in &followers.counters {
-        let Some(through) = follow.through else {
-            continue;
-        };
-        let key = format!(
-            "EXISTS (SELECT 1 FROM pg_constraint k WHERE k.contype = 'f' AND NOT k.condeferrable \
-             AND k.conrelid = '{child}'::regclass AND k.confrelid = '{table}'::regclass \
-             AND k.conkey = ARRAY(SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = k.conrelid \
-             AND a.attname = '{column}') \
-             AND k.confkey = ARRAY(SELECT a.attnum FROM pg_attribute a WHERE a.attrelid = k.confrelid \
-             AND a.attname = '{key}'))",
-            child = literal(followers.child),
-            table = literal(through.table),
-            column = follow.key_columns[0].replace('\'', "''"),
-            key = through.key.replace('\'', "''"),
-        );
-        if !keys.contains(&key) {
-            keys.push(key);
+        if let Some(key) = follow.pg_foreign_key() {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
         }
     }
-    (!keys.is_empty()).then(|| keys.join("\n    AND "))
+    let (markers, exists): (Vec<String>, Vec<String>) = keys.into_iter().unzip();
+    (!exists.is_empty()).then(|| {
+        (
+            markers.iter().map(|m| format!("{m}\n")).collect(),
+            exists.join("\n    AND "),
+        )
+    })
 }
 
 /// The triggers on each table between (`through = posts(community_id)`), which keep the counts
