@@ -88,38 +88,6 @@ pub(crate) fn trigger_names(child: &str) -> Vec<String> {
 }
 
 impl FollowSpec {
-    /// PostgreSQL, a count through a table between: the line its child table's function
-    /// carries when an `INSERT` leaves the lock on the rows between to a foreign key's check,
-    /// and the condition, on `pg_constraint`, under which such a key exists (from the child's
-    /// column to the key of the table between, not deferrable); `None` without a table between.
-    /// The migration reads the condition once, to choose the function; the verify job reads it
-    /// again for a function that carries the line (a key dropped since then).
-    pub(crate) fn pg_foreign_key(&self) -> Option<(String, String)> {
-        let through = self.through?;
-        let q = |ident: &str| crate::dialect::Dialect::Postgres.quote(ident);
-        let literal = |text: &str| text.replace('\'', "''");
-        let column = self.key_columns.first()?;
-        let marker = format!(
-            "-- slotted: an INSERT's lock on {table} is the check of the foreign key {child}({column})",
-            table = q(through.table),
-            child = q(self.table),
-            column = q(column),
-        );
-        let exists = format!(
-            "EXISTS (SELECT 1 FROM pg_constraint k WHERE k.contype = 'f' AND NOT k.condeferrable \
-             AND k.conrelid = '{child}'::regclass AND k.confrelid = '{table}'::regclass \
-             AND k.conkey = ARRAY(SELECT a.attnum FROM pg_attribute a \
-             WHERE a.attrelid = k.conrelid AND a.attname = '{column}') \
-             AND k.confkey = ARRAY(SELECT a.attnum FROM pg_attribute a \
-             WHERE a.attrelid = k.confrelid AND a.attname = '{key}'))",
-            child = literal(&q(self.table)),
-            table = literal(&q(through.table)),
-            column = literal(column),
-            key = literal(through.key),
-        );
-        Some((marker, exists))
-    }
-
     /// The condition under which a child row counts, on the row `alias` (`NEW`, `OLD`, or a
     /// table alias), with identifiers quoted by `quote`: `NEW."post_id" IS NOT NULL AND
     /// NEW."deleted" IS NOT TRUE`.

@@ -370,6 +370,7 @@ fn concurrent_writers_beside_compaction_count_exactly<C: TestConnection>(test: &
 
 /// The same under a foreign key from the comments to their posts: PostgreSQL's insert trigger
 /// then leaves the lock on the post to the key's check.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 fn concurrent_writers_beside_compaction_count_exactly_under_a_foreign_key<C: TestConnection>(
     test: &str,
 ) {
@@ -1373,6 +1374,7 @@ fn a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once<C: TestCo
 /// The same race under a foreign key from the comments to their posts: on PostgreSQL the
 /// comment's lock on the post is then the key check's (`FOR KEY SHARE`, at the end of the
 /// statement, before the follow trigger reads the post).
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 fn a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once_under_a_foreign_key<
     C: TestConnection,
 >(
@@ -1454,6 +1456,7 @@ fn a_post_moved_while_a_comment_is_added<C: TestConnection>(test: &str, foreign_
 /// is reported by the verify job (the count would otherwise go wrong, silently, only when a
 /// post moves while a comment is added to it), and the migration run again takes the lock
 /// itself.
+#[cfg(feature = "postgres")]
 fn a_foreign_key_the_insert_relies_on_is_reported_once_gone<C: TestConnection>(test: &str) {
     let Some((_db, mut conn)) = setup::<C>(test) else {
         return;

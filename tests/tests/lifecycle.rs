@@ -1017,6 +1017,24 @@ fn a_pass_takes_only_the_records_written_since_the_last<C: TestConnection>(test:
         conn.query_i64("SELECT COUNT(*) AS n FROM articles_likes_slots WHERE slot = -1")
     };
     assert_eq!(settled(&mut conn), RECORDS, "one settled row per record");
+    // Every cached column holds its total (MySQL wrote them 100 to a statement, 5 statements a
+    // batch), and a full roll-up then writes none of them.
+    assert_eq!(
+        conn.query_i64(
+            "SELECT COUNT(*) AS n FROM articles WHERE likes_count <> \
+             (SELECT COALESCE(SUM(count), 0) FROM articles_likes_slots WHERE record_id = articles.id)"
+        ),
+        0,
+        "cached columns that differ from their totals"
+    );
+    assert_eq!(
+        articles_likes_slots::table
+            .refresh_cache_all(500, &mut conn)
+            .unwrap()
+            .updated,
+        0,
+        "a roll-up of totals the columns hold already"
+    );
     let second = articles_likes_slots::table
         .maintain_changed(500, &mut conn)
         .unwrap();

@@ -31,7 +31,7 @@ use crate::retry::retried_transaction;
 use crate::sql::compact::{CompactInPlace, CompactedBatch};
 use crate::sql::maintenance::{
     DeleteRows, DeleteScope, InsertRows, OnConflict, RefreshCache, RowCount, RowId, Rows,
-    RowsQuery, UpdateRows,
+    RowsQuery, UpdateRows, CASE_KEYS,
 };
 use crate::sql::read::{KeyPage, Keys};
 use crate::sql::refresh::{key_named, RefreshFromSlots, RefreshedBatch};
@@ -731,17 +731,19 @@ async fn refresh_once<E: Exec>(
                 Err(e) => return Err(e),
             }
         }
-        if pairs.is_empty() {
-            continue;
+        // MySQL and MariaDB test each row against every `WHEN` of the `CASE`: a statement per
+        // `CASE_KEYS` totals, in key order, in this one transaction.
+        let piece = match E::Backend::DIALECT {
+            Dialect::Mysql => CASE_KEYS,
+            Dialect::Sqlite | Dialect::Postgres => pairs.len().max(1),
+        };
+        for totals in pairs.chunks(piece) {
+            let updated = exec
+                .execute(RefreshCache { cache, totals })
+                .await
+                .map_err(|e| database_error(spec, e))?;
+            report.updated += updated as u64;
         }
-        let updated = exec
-            .execute(RefreshCache {
-                cache,
-                totals: &pairs,
-            })
-            .await
-            .map_err(|e| database_error(spec, e))?;
-        report.updated += updated as u64;
     }
     Ok(report)
 }

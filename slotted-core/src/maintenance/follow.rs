@@ -17,7 +17,7 @@ use crate::key::RawKey;
 use crate::migration::via_owner;
 use crate::reports::{Drift, FollowReport};
 use crate::sql::follow::{
-    EnabledTriggers, ForeignKeyGone, PageBound, VerifyPage, VerifyRow, Which,
+    pg_foreign_key, EnabledTriggers, ForeignKeyGone, PageBound, VerifyPage, VerifyRow, Which,
 };
 use crate::sql::write::AddToSlot;
 use crate::sql::{ByText, Sum};
@@ -70,7 +70,7 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
     .await?;
     if <E::Backend as crate::dialect::CounterBackend>::DIALECT == crate::dialect::Dialect::Postgres
     {
-        if let Some((marker, exists)) = follow.pg_foreign_key() {
+        if let Some((marker, exists)) = pg_foreign_key(follow) {
             let function = trigger_name(follow.table, "");
             let gone = ForeignKeyGone {
                 function: &function,

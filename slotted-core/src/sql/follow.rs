@@ -298,8 +298,40 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
     }
 }
 
+/// PostgreSQL, a count through a table between: the line its child table's function
+/// carries when an `INSERT` leaves the lock on the rows between to a foreign key's check,
+/// and the condition, on `pg_constraint`, under which such a key exists (from the child's
+/// column to the key of the table between, not deferrable); `None` without a table between.
+/// The migration reads the condition once, to choose the function; the verify job reads it
+/// again for a function that carries the line (a key dropped since then).
+pub(crate) fn pg_foreign_key(follow: &FollowSpec) -> Option<(String, String)> {
+    let through = follow.through?;
+    let q = |ident: &str| Dialect::Postgres.quote(ident);
+    let literal = |text: &str| text.replace('\'', "''");
+    let column = follow.key_columns.first()?;
+    let marker = format!(
+        "-- slotted: an INSERT's lock on {table} is the check of the foreign key {child}({column})",
+        table = q(through.table),
+        child = q(follow.table),
+        column = q(column),
+    );
+    let exists = format!(
+        "EXISTS (SELECT 1 FROM pg_constraint k WHERE k.contype = 'f' AND NOT k.condeferrable \
+         AND k.conrelid = '{child}'::regclass AND k.confrelid = '{table}'::regclass \
+         AND k.conkey = ARRAY(SELECT a.attnum FROM pg_attribute a \
+         WHERE a.attrelid = k.conrelid AND a.attname = '{column}') \
+         AND k.confkey = ARRAY(SELECT a.attnum FROM pg_attribute a \
+         WHERE a.attrelid = k.confrelid AND a.attname = '{key}'))",
+        child = literal(&q(follow.table)),
+        table = literal(&q(through.table)),
+        column = literal(column),
+        key = literal(through.key),
+    );
+    Some((marker, exists))
+}
+
 /// PostgreSQL: how many functions named `function` carry `marker` (their `INSERT` leaves the
-/// lock on the rows between to a foreign key's check, [`FollowSpec::pg_foreign_key`]) while
+/// lock on the rows between to a foreign key's check, [`pg_foreign_key`]) while
 /// the key does not exist, `exists` false: 1 when it was dropped (or made deferrable) since the
 /// migration, as the text of one `slotted_total`.
 #[derive(Debug, Clone)]

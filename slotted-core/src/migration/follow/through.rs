@@ -4,6 +4,7 @@
 
 use crate::dialect::Dialect;
 use crate::follow::{trigger_name, FollowSpec, Through};
+use crate::sql::follow::pg_foreign_key;
 use crate::sql::slot::{mysql_trigger_takes_index, pg_trigger_takes_index, trigger_slot_sql};
 use crate::table::CounterSpec;
 
@@ -61,7 +62,7 @@ pub(super) fn pg_lock_through(followers: &Followers, tables: &[&str]) -> Vec<Str
 
 /// PostgreSQL: whether an `INSERT` into the child table needs none of [`pg_lock_through`]'s
 /// locks, as the lines its function then carries and the condition, read when the migration
-/// runs ([`FollowSpec::pg_foreign_key`]); `None` when no counter passes through a table
+/// runs ([`pg_foreign_key`]); `None` when no counter passes through a table
 /// between. It holds when every child column that names rows between has a foreign key to
 /// their key that is not deferrable: its check, a row trigger, runs at the end of the
 /// statement, before every statement trigger, and takes the same lock (`SELECT … FOR KEY
@@ -77,7 +78,7 @@ pub(super) fn pg_lock_through(followers: &Followers, tables: &[&str]) -> Vec<Str
 pub(super) fn pg_foreign_keys_lock(followers: &Followers) -> Option<(String, String)> {
     let mut keys: Vec<(String, String)> = Vec::new();
     for (_, follow) in &followers.counters {
-        if let Some(key) = follow.pg_foreign_key() {
+        if let Some(key) = pg_foreign_key(follow) {
             if !keys.contains(&key) {
                 keys.push(key);
             }
