@@ -29,6 +29,7 @@ backend_tests! {
         release_moves_the_slots_back_into_the_column,
         old_and_new_writers_absorb_compaction_and_roll_ups_count_exactly,
         a_composite_key_adopts_its_column,
+        an_absorb_of_many_records_moves_every_column,
     ],
     servers: [absorb_and_set_wait_out_an_old_style_update],
     postgres: [a_column_a_trigger_keeps_moves_onto_slots],
@@ -59,6 +60,36 @@ fn slot_rows<C: TestConnection>(conn: &mut C, table: &str) -> i64 {
 fn likes<C: TestConnection>(conn: &mut C, ids: &[i32]) -> Vec<i64> {
     let totals = Clip::likes_totals(ids, conn).unwrap();
     ids.iter().map(|id| totals[id]).collect()
+}
+
+/// 250 records absorbed in one batch (the column's update goes 100 records to a statement):
+/// every column moved to 0, every total as it was, the report's sum the columns' sum.
+fn an_absorb_of_many_records_moves_every_column<C: TestConnection>(test: &str) {
+    let rows: Vec<(i32, i32, i64, i64)> = (1..=250).map(|id| (id, id * 3, 0, 0)).collect();
+    let Some((_db, mut conn)) = setup::<C>(test, &rows) else {
+        return;
+    };
+    Clip::likes_of(7).add(5, &mut conn).unwrap();
+    let ids: Vec<i32> = (1..=250).collect();
+    let want: Vec<i64> = ids
+        .iter()
+        .map(|&id| i64::from(id) * 3 + if id == 7 { 5 } else { 0 })
+        .collect();
+    assert_eq!(likes(&mut conn, &ids), want);
+    let report = clips_likes_slots::table
+        .absorb_all(1000, &mut conn)
+        .unwrap();
+    assert_eq!(
+        (report.records, report.moved),
+        (250, (1..=250).map(|id| i128::from(id) * 3).sum()),
+        "{report:?}"
+    );
+    assert_eq!(
+        conn.query_i64("SELECT COUNT(*) AS n FROM clips WHERE likes_count <> 0"),
+        0,
+        "columns left unmoved"
+    );
+    assert_eq!(likes(&mut conn, &ids), want);
 }
 
 /// The column's part and the slots' part, through every call that reads or rewrites them.

@@ -21,6 +21,7 @@ use crate::key::{KeyValue, RawKey};
 use crate::sql::adopt::{
     AddToColumn, Claim, Claimed, ColumnValue, ColumnValues, HoldsCounts, TakeWriteLock,
 };
+use crate::sql::maintenance::CASE_KEYS;
 use crate::sql::write::{AddRows, DeltaRow};
 use crate::sql::{Scope, SlotValue};
 use crate::table::{CacheSpec, CounterSpec};
@@ -233,12 +234,7 @@ async fn absorb_once<E: Exec>(
         .iter()
         .map(|v| (v.key.as_value(), -v.value))
         .collect();
-    exec.execute(AddToColumn {
-        column,
-        deltas: &back,
-    })
-    .await
-    .map_err(|e| database_error(spec, e))?;
+    add_to_column(exec, spec, column, &back).await?;
     report.records = values.len() as u64;
     report.moved = values.iter().map(|v| i128::from(v.value)).sum();
     Ok(report)
@@ -323,12 +319,23 @@ async fn release_once<E: Exec>(
     put_back(exec, spec, &taken, &result).await?;
     let moved: Vec<_> = moved.into_iter().filter(|(_, sum)| *sum != 0).collect();
     if !moved.is_empty() {
-        exec.execute(AddToColumn {
-            column,
-            deltas: &moved,
-        })
-        .await
-        .map_err(|e| database_error(spec, e))?;
+        add_to_column(exec, spec, column, &moved).await?;
     }
     Ok(report)
+}
+
+/// Adds each delta to its record's column: a statement per [`CASE_KEYS`] records (the
+/// `CASE` tests each row against every `WHEN`), in the caller's order and transaction.
+async fn add_to_column<E: Exec>(
+    exec: &mut E,
+    spec: &CounterSpec,
+    column: &CacheSpec,
+    deltas: &[(KeyValue<'_>, i64)],
+) -> Result<()> {
+    for deltas in deltas.chunks(CASE_KEYS) {
+        exec.execute(AddToColumn { column, deltas })
+            .await
+            .map_err(|e| database_error(spec, e))?;
+    }
+    Ok(())
 }

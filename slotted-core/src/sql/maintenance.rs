@@ -327,11 +327,13 @@ impl<DB: CounterBackend> QueryFragment<DB> for UpdateRows<'_> {
     }
 }
 
-/// The most totals one MySQL [`RefreshCache`] takes: its `CASE` tests each row against every
-/// `WHEN`, so a statement's cost grows with the square of its keys. 1,000 rows of 100,000 on
-/// MariaDB 10.11 (one transaction, the server's own statement times, `SHOW PROFILES`): one
-/// statement 26 ms; ten of 100 keys 8.5 ms, about what a hand-written `UPDATE` of the same rows
-/// takes (7.9 ms).
+/// The most totals one MySQL [`RefreshCache`] takes, and the most deltas one
+/// [`AddToColumn`](super::adopt::AddToColumn) takes on every backend: a `CASE` tests each row
+/// against every `WHEN`, so a statement's cost grows with the square of its keys. 1,000 rows of
+/// 100,000 on MariaDB 10.11 (one transaction, the server's own statement times, `SHOW
+/// PROFILES`): one statement 26 ms; ten of 100 keys 8.5 ms, about what a hand-written `UPDATE`
+/// of the same rows takes (7.9 ms). `refresh_cache` of 1,000 such records, its read of the
+/// totals included: 27–30 ms in one statement, 16–20 ms in pieces of 100 (50 and 200 alike).
 pub(crate) const CASE_KEYS: usize = 100;
 
 /// The roll-up of a page of totals into the cache column, in one statement, writing only the
@@ -339,8 +341,7 @@ pub(crate) const CASE_KEYS: usize = 100;
 /// parent SET cache = CASE WHEN key = ? THEN ? … ELSE cache END WHERE key IN (…) AND NOT (cache
 /// <=> CASE …) ORDER BY key` (for a composite key,
 /// `key = ?` and `IN` are over its columns), locking the parent rows in key order. Each row is
-/// tested against every `WHEN`: 28 ms for 1,000 rows of 100,000, against 8 ms for a
-/// hand-written `UPDATE`. Not `UPDATE JSON_TABLE(?, …) STRAIGHT_JOIN parent ON <key> SET …`,
+/// tested against every `WHEN`, so a page goes in statements of [`CASE_KEYS`] totals. Not `UPDATE JSON_TABLE(?, …) STRAIGHT_JOIN parent ON <key> SET …`,
 /// which took the roll-up of the reads benchmark's 1% pass from 28 ms to about 10: a Galera
 /// node with a limited write set (`wsrep_max_ws_size` set) refuses a multi-table `UPDATE` with a
 /// non-transactional table in it, `JSON_TABLE` included ("Galera replication not supported",
