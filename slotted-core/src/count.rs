@@ -126,7 +126,7 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
 /// transaction pooler those statements may each run on another server session; every one of
 /// them writes once or not at all, and a session that ends up holding no index finds out again
 /// on its next write.
-async fn upsert<E: Exec, K: crate::sql::CacheBy + Sync + Copy>(
+pub(crate) async fn upsert<E: Exec, K: crate::sql::CacheBy + Sync + Copy>(
     exec: &mut E,
     statement: AddToSlot<'_, K>,
 ) -> diesel::QueryResult<usize> {

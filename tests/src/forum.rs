@@ -115,6 +115,27 @@ pub fn migrations() -> slotted_core::CounterMigrations {
         .and::<Community>()
 }
 
+/// `repair_follow_all` of every counter of [`migrations`], in pages of `batch` records: how many
+/// records it repaired in all.
+pub fn repair_every_counter<C: slotted_core::CounterConnection>(
+    batch: usize,
+    conn: &mut C,
+) -> slotted_core::Result<u64> {
+    use slotted_core::CounterMaintenance;
+    Ok([
+        forum_posts_comments_slots::table.repair_follow_all(batch, conn)?,
+        forum_posts_score_slots::table.repair_follow_all(batch, conn)?,
+        authors_comments_slots::table.repair_follow_all(batch, conn)?,
+        authors_local_comments_slots::table.repair_follow_all(batch, conn)?,
+        sites_comments_slots::table.repair_follow_all(batch, conn)?,
+        sites_local_comments_slots::table.repair_follow_all(batch, conn)?,
+        communities_comments_slots::table.repair_follow_all(batch, conn)?,
+    ]
+    .iter()
+    .map(|report| report.repaired)
+    .sum())
+}
+
 /// The forum's own tables, as the application's migrations would create them.
 pub fn create_tables<C: TestConnection>(conn: &mut C) {
     conn.batch_execute(&tables_sql(C::NAME))

@@ -1440,8 +1440,72 @@ mod galera {
     /// drift on any node.
     #[test]
     fn counters_that_follow_a_child_table_count_exactly_on_every_node() {
+        follow_on_every_node("follow", false);
+    }
+
+    /// The same, installed online (`Backfill::Online`) over 60 comments and 30 votes already
+    /// there: the migration counts nothing, and `repair_follow_all` from node 3 counts the rows
+    /// from before the triggers while the writers of every node write (pages of 2 records,
+    /// each one snapshot of node 3). Its adds go into node 3's own share of the slots, as its
+    /// writers' do, so they meet no other node's writes in certification either.
+    #[test]
+    fn an_online_backfill_counts_exactly_on_every_node() {
+        follow_on_every_node("follow_online", true);
+    }
+
+    /// The interleaving behind the repair's slot, written down: a writer on node 1 adds a
+    /// comment to post 1 in a transaction still open (its trigger writes post 1's row of the
+    /// node 1 writer's slot, slot 0: the first writer index of node 1's share); meanwhile a
+    /// repair on node 3 counts post 1's comments from before the triggers (an online install)
+    /// and commits its add; then the writer commits. Had the repair added into slot 0, as it
+    /// once did, both writesets would hold post 1's row of slot 0 and Galera would refuse the
+    /// writer's commit (1213): a child write that would have committed without slotted. The
+    /// repair adds into node 3's writer slot instead, and both commit.
+    #[test]
+    fn a_repair_fails_no_commit_of_a_writer_on_another_node() {
+        use slotted_tests::forum::{self, ForumPost};
+        // Alone on the cluster: node 1's first writer index is then this test's writer's.
+        let Some(cluster) = Cluster::migrated_with("follow_repair_certification", true) else {
+            return;
+        };
+        let mut setup = cluster.open(0);
+        forum::create_tables(&mut setup);
+        setup
+            .batch_execute(
+                "INSERT INTO forum_posts (id, community_id) VALUES (1, 1);
+                 INSERT INTO comments (post_id, author_id) VALUES (1, 1), (1, 2);",
+            )
+            .unwrap();
+        setup
+            .run_pending_migrations(forum::migrations().backfill(slotted_core::Backfill::Online))
+            .expect("the follow migrations, online, from node 1");
+        let mut writer = cluster.open(0);
+        writer
+            .batch_execute("BEGIN; INSERT INTO comments (post_id, author_id) VALUES (1, 3)")
+            .unwrap();
+        let slot = writer.query_i64(
+            "SELECT CAST(slot AS SIGNED) AS n FROM forum_posts_comments_slots WHERE record_id = 1",
+        );
+        assert_eq!(slot, 0, "node 1's first writer writes slot 0");
+        let report = forum::forum_posts_comments_slots::table
+            .repair_follow_all(10, &mut cluster.open(2))
+            .expect("the repair on node 3");
+        assert_eq!(
+            report.repaired, 1,
+            "post 1's two comments from before: {report:?}"
+        );
+        writer
+            .batch_execute("COMMIT")
+            .expect("the writer's commit, certified after the repair's add");
+        let totals = cluster.same_everywhere("post 1's comments", |c| {
+            ForumPost::comments_of(1).total(c).unwrap()
+        });
+        assert_eq!(totals, 3);
+    }
+
+    fn follow_on_every_node(test: &str, online: bool) {
         use slotted_tests::forum::{self, Author, Community, ForumPost, Site};
-        let Some(cluster) = Cluster::migrated("follow") else {
+        let Some(cluster) = Cluster::migrated(test) else {
             return;
         };
         const WRITERS_PER_NODE: usize = 2;
@@ -1454,11 +1518,38 @@ mod galera {
                  INSERT INTO forum_posts (id, community_id) VALUES (1, 1), (2, 1), (3, 2);",
             )
             .unwrap();
+        if online {
+            // Rows from before the triggers: comments of every post, author and kind, and
+            // votes by users no writer is.
+            setup
+                .batch_execute(
+                    "INSERT INTO comments (post_id, author_id, local, deleted) \
+                     SELECT seq % 3 + 1, seq % 3 + 1, seq % 2 = 0, seq % 5 = 0 FROM seq_1_to_60;
+                     INSERT INTO post_votes (post_id, user_id, score) \
+                     SELECT seq % 3 + 1, 900000 + seq, IF(seq % 4 = 0, -1, 1) FROM seq_1_to_30;",
+                )
+                .unwrap();
+        }
+        let migrations = if online {
+            forum::migrations().backfill(slotted_core::Backfill::Online)
+        } else {
+            forum::migrations()
+        };
         setup
-            .run_pending_migrations(forum::migrations())
+            .run_pending_migrations(migrations)
             .expect("the follow migrations, from node 1");
         let conflicts = AtomicU64::new(0);
+        let repaired = AtomicU64::new(0);
         std::thread::scope(|scope| {
+            if online {
+                let (cluster, repaired) = (&cluster, &repaired);
+                scope.spawn(move || {
+                    let mut conn = cluster.open(cluster.urls.len() - 1);
+                    let report = forum::repair_every_counter(2, &mut conn)
+                        .expect("a repair beside the writers");
+                    repaired.fetch_add(report, Ordering::Relaxed);
+                });
+            }
             let writers: Vec<_> = cluster
                 .nodes()
                 .flat_map(|n| (0..WRITERS_PER_NODE).map(move |w| (n, w)))
@@ -1583,5 +1674,11 @@ mod galera {
             conflicts, 0,
             "no trigger write met another node's in certification"
         );
+        if online {
+            // Every post's comments and score, every author's, the site's two counts and the
+            // communities': each had rows from before the triggers.
+            let repaired = repaired.load(Ordering::Relaxed);
+            assert!(repaired >= 10, "the repair counted only {repaired} records");
+        }
     }
 }

@@ -1049,17 +1049,7 @@ fn an_online_backfill_is_exact_while_writers_insert_delete_move_and_soft_delete<
             .expect("the counter migrations, online");
         traffic.wait_for_more(20, "the writers stopped after the migration");
         // Small pages: many snapshots, each in the middle of the writers.
-        for report in [
-            forum::forum_posts_comments_slots::table.repair_follow_all(2, &mut conn),
-            forum::forum_posts_score_slots::table.repair_follow_all(2, &mut conn),
-            forum::authors_comments_slots::table.repair_follow_all(2, &mut conn),
-            forum::authors_local_comments_slots::table.repair_follow_all(2, &mut conn),
-            forum::sites_comments_slots::table.repair_follow_all(2, &mut conn),
-            forum::sites_local_comments_slots::table.repair_follow_all(2, &mut conn),
-            forum::communities_comments_slots::table.repair_follow_all(2, &mut conn),
-        ] {
-            repaired += report.unwrap().repaired;
-        }
+        repaired += forum::repair_every_counter(2, &mut conn).unwrap();
         traffic.wait_for_more(20, "the writers stopped after the repair");
     });
     // Every post's score, every author's and community's comments, the site's two counts: each

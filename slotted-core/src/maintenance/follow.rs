@@ -5,7 +5,7 @@
 //! not see: triggers disabled for a bulk load (PostgreSQL's `session_replication_role =
 //! replica` does that too), dropped, or rows written before they existed by another path.
 //!
-//! The repair adds each record's difference to its slot 0: an add like any writer's, so writers
+//! The repair adds each record's difference to the session's writer slot: an add like any writer's, so writers
 //! go on meanwhile, and what they change moves the count and the child rows alike.
 
 use std::marker::PhantomData;
@@ -16,6 +16,7 @@ use crate::follow::{trigger_name, trigger_names};
 use crate::key::RawKey;
 use crate::migration::via_owner;
 use crate::reports::{Drift, FollowReport};
+use crate::slot::SlotStrategy;
 use crate::sql::follow::{
     pg_foreign_key, EnabledTriggers, ForeignKeyGone, PageBound, VerifyPage, VerifyRow, Which,
 };
@@ -23,7 +24,8 @@ use crate::sql::write::AddToSlot;
 use crate::sql::{ByText, Sum};
 
 /// Verifies every record of `T` (a counter that follows a child table), in pages of `batch`
-/// records, and with `repair` adds each difference found to the record's slot 0.
+/// records, and with `repair` adds each difference found to the record's row of the session's
+/// writer slot.
 pub(super) async fn verify_all<T: CounterTable, E: Exec>(
     exec: &mut E,
     batch: usize,
@@ -48,7 +50,8 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
         triggers_expected: (names.len() + via.as_ref().map_or(0, |(_, v)| v.len())) as u64,
         ..FollowReport::default()
     };
-    let counter = <E::Backend as crate::dialect::CounterBackend>::DIALECT.quote(spec.table);
+    let dialect = <E::Backend as crate::dialect::CounterBackend>::DIALECT;
+    let counter = dialect.quote(spec.table);
     let triggers = |child, which| EnabledTriggers {
         child,
         which,
@@ -68,8 +71,7 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
         triggers(follow.table, Which::Elsewhere(expected_elsewhere)),
     )
     .await?;
-    if <E::Backend as crate::dialect::CounterBackend>::DIALECT == crate::dialect::Dialect::Postgres
-    {
+    if dialect == crate::dialect::Dialect::Postgres {
         if let Some((marker, exists)) = pg_foreign_key(follow) {
             let function = trigger_name(follow.table, "");
             let gone = ForeignKeyGone {
@@ -130,15 +132,18 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
                 let Some(delta) = child_rows.checked_sub(counted) else {
                     continue;
                 };
-                let written = exec
-                    .execute(AddToSlot {
-                        spec,
-                        key: row.key.as_value(),
-                        bucket: 0,
-                        slot: SlotValue::Bound(0),
-                        delta,
-                        cache: PhantomData::<ByText>,
-                    })
+                // Into this session's writer slot, as a trigger of this session would write
+                // (on Galera, the node's own share: no other node's writer meets the add in
+                // certification).
+                let add = AddToSlot {
+                    spec,
+                    key: row.key.as_value(),
+                    bucket: 0,
+                    slot: SlotStrategy::Connection.slot_value(spec.slots, dialect),
+                    delta,
+                    cache: PhantomData::<ByText>,
+                };
+                let written = crate::count::upsert(exec, add)
                     .await
                     .map_err(|e| database_error(spec, e))?;
                 // 0 rows: the upsert's overflow guard (PostgreSQL, SQLite) kept a slot that the
