@@ -205,8 +205,9 @@ pub struct FollowReport {
     /// PostgreSQL: foreign keys that the counter's trigger relies on and that are gone. Where
     /// the migration found a foreign key from the child's column to the table between (a count
     /// `through` it), an `INSERT` leaves the lock on the row between to the key's check; a key
-    /// dropped (or made deferrable) since then leaves a comment added while its post moves
-    /// counted for the old parent. Run the counter's migration again (down and up).
+    /// dropped, made deferrable or its check trigger disabled since then leaves a comment
+    /// added while its post moves counted for the old parent. Run the counter's migration
+    /// again (down and up).
     pub foreign_keys_missing: u64,
 }
 

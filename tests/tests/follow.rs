@@ -1464,6 +1464,33 @@ fn a_foreign_key_the_insert_relies_on_is_reported_once_gone<C: TestConnection>(t
         report.is_exact() && report.foreign_keys_missing == 0,
         "{report:?}"
     );
+    // The key's check of an insert, a trigger on the comments, disabled (a superuser's
+    // `DISABLE TRIGGER`, or
+    // `DISABLE TRIGGER ALL`, which would disable slotted's too): no lock for the inserts.
+    let check = conn.query_text(
+        "SELECT CAST(tgname AS TEXT) AS name FROM pg_trigger WHERE tgrelid = 'comments'::regclass \
+         AND tgfoid = 'pg_catalog.\"RI_FKey_check_ins\"'::regproc \
+         AND tgconstraint = (SELECT oid FROM pg_constraint WHERE conname = 'comments_post')",
+    )
+    .expect("the key's check trigger on the comments");
+    run(
+        &mut conn,
+        &format!("ALTER TABLE comments DISABLE TRIGGER \"{check}\""),
+    );
+    let report = verify(&mut conn);
+    assert!(
+        !report.is_exact() && report.foreign_keys_missing == 1,
+        "the key's check disabled: {report:?}"
+    );
+    run(
+        &mut conn,
+        &format!("ALTER TABLE comments ENABLE TRIGGER \"{check}\""),
+    );
+    let report = verify(&mut conn);
+    assert!(
+        report.is_exact(),
+        "the key's check enabled again: {report:?}"
+    );
     run(
         &mut conn,
         "ALTER TABLE comments ALTER CONSTRAINT comments_post DEFERRABLE INITIALLY IMMEDIATE",

@@ -301,7 +301,8 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
 /// PostgreSQL, a count through a table between: the line its child table's function
 /// carries when an `INSERT` leaves the lock on the rows between to a foreign key's check,
 /// and the condition, on `pg_constraint`, under which such a key exists (from the child's
-/// column to the key of the table between, not deferrable); `None` without a table between.
+/// column to the key of the table between, not deferrable, its check trigger on the child not
+/// disabled); `None` without a table between.
 /// The migration reads the condition once, to choose the function; the verify job reads it
 /// again for a function that carries the line (a key dropped since then).
 pub(crate) fn pg_foreign_key(follow: &FollowSpec) -> Option<(String, String)> {
@@ -321,7 +322,9 @@ pub(crate) fn pg_foreign_key(follow: &FollowSpec) -> Option<(String, String)> {
          AND k.conkey = ARRAY(SELECT a.attnum FROM pg_attribute a \
          WHERE a.attrelid = k.conrelid AND a.attname = '{column}') \
          AND k.confkey = ARRAY(SELECT a.attnum FROM pg_attribute a \
-         WHERE a.attrelid = k.confrelid AND a.attname = '{key}'))",
+         WHERE a.attrelid = k.confrelid AND a.attname = '{key}') \
+         AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgconstraint = k.oid \
+         AND t.tgrelid = k.conrelid AND t.tgenabled = 'D'))",
         child = literal(&q(follow.table)),
         table = literal(&q(through.table)),
         column = literal(column),
