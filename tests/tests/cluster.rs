@@ -1453,11 +1453,11 @@ mod galera {
         follow_on_every_node("follow_online", true);
     }
 
-    /// The interleaving behind the repair's slot, written down: a writer on node 1 adds a
-    /// comment to post 1 in a transaction still open (its trigger writes post 1's row of the
-    /// node 1 writer's slot, slot 0: the first writer index of node 1's share); meanwhile a
-    /// repair on node 3 counts post 1's comments from before the triggers (an online install)
-    /// and commits its add; then the writer commits. Had the repair added into slot 0, as it
+    /// The interleaving behind the repair's slot, written down: a writer on the node whose
+    /// share starts at slot 0 adds a comment to post 1 in a transaction still open (its trigger
+    /// writes post 1's row of slot 0, its node's first writer index); meanwhile a repair on
+    /// another node counts post 1's comments from before the triggers (an online install) and
+    /// commits its add; then the writer commits. Had the repair added into slot 0, as it
     /// once did, both writesets would hold post 1's row of slot 0 and Galera would refuse the
     /// writer's commit (1213): a child write that would have committed without slotted. The
     /// repair adds into node 3's writer slot instead, and both commit.
@@ -1479,17 +1479,31 @@ mod galera {
         setup
             .run_pending_migrations(forum::migrations().backfill(slotted_core::Backfill::Online))
             .expect("the follow migrations, online, from node 1");
-        let mut writer = cluster.open(0);
+        // The node whose share starts at slot 0 (Galera sets `auto_increment_offset` from the
+        // node's place in the cluster's view, not from the order the nodes started in).
+        let first = cluster
+            .nodes()
+            .find(|&n| {
+                cluster
+                    .open(n)
+                    .query_i64("SELECT CAST(@@auto_increment_offset AS SIGNED) AS n")
+                    == 1
+            })
+            .expect("a node of auto_increment_offset 1");
+        let mut writer = cluster.open(first);
         writer
             .batch_execute("BEGIN; INSERT INTO comments (post_id, author_id) VALUES (1, 3)")
             .unwrap();
         let slot = writer.query_i64(
             "SELECT CAST(slot AS SIGNED) AS n FROM forum_posts_comments_slots WHERE record_id = 1",
         );
-        assert_eq!(slot, 0, "node 1's first writer writes slot 0");
+        assert_eq!(
+            slot, 0,
+            "the first writer of the node of offset 1 writes slot 0"
+        );
         let report = forum::forum_posts_comments_slots::table
-            .repair_follow_all(10, &mut cluster.open(2))
-            .expect("the repair on node 3");
+            .repair_follow_all(10, &mut cluster.open((first + 1) % cluster.urls.len()))
+            .expect("the repair on another node");
         assert_eq!(
             report.repaired, 1,
             "post 1's two comments from before: {report:?}"
@@ -1540,10 +1554,15 @@ mod galera {
             .expect("the follow migrations, from node 1");
         let conflicts = AtomicU64::new(0);
         let repaired = AtomicU64::new(0);
+        let committed = AtomicU64::new(0);
         std::thread::scope(|scope| {
             if online {
-                let (cluster, repaired) = (&cluster, &repaired);
+                let (cluster, repaired, committed) = (&cluster, &repaired, &committed);
                 scope.spawn(move || {
+                    // In the middle of the writers: once they have committed a few.
+                    while committed.load(Ordering::Relaxed) < 12 {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
                     let mut conn = cluster.open(cluster.urls.len() - 1);
                     let report = forum::repair_every_counter(2, &mut conn)
                         .expect("a repair beside the writers");
@@ -1554,7 +1573,7 @@ mod galera {
                 .nodes()
                 .flat_map(|n| (0..WRITERS_PER_NODE).map(move |w| (n, w)))
                 .map(|(n, w)| {
-                    let (cluster, conflicts) = (&cluster, &conflicts);
+                    let (cluster, conflicts, committed) = (&cluster, &conflicts, &committed);
                     scope.spawn(move || {
                         let mut conn = cluster.open(n);
                         let vote = |i: usize| ((i + w + n) % 3 + 1, 1000 * (n * WRITERS_PER_NODE + w) + i);
@@ -1605,7 +1624,11 @@ mod galera {
                                     Ok(())
                                 });
                                 match result {
-                                    Ok(()) | Err(DieselError::RollbackTransaction) => break,
+                                    Ok(()) => {
+                                        committed.fetch_add(1, Ordering::Relaxed);
+                                        break;
+                                    }
+                                    Err(DieselError::RollbackTransaction) => break,
                                     Err(DieselError::DatabaseError(_, info))
                                         if info.message().starts_with("Deadlock found") =>
                                     {

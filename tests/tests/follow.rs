@@ -1482,6 +1482,16 @@ fn a_foreign_key_the_insert_relies_on_is_reported_once_gone<C: TestConnection>(t
         !report.is_exact() && report.foreign_keys_missing == 1,
         "the key's check disabled: {report:?}"
     );
+    // A replica's trigger ('R') fires in no ordinary session either.
+    run(
+        &mut conn,
+        &format!("ALTER TABLE comments ENABLE REPLICA TRIGGER \"{check}\""),
+    );
+    let report = verify(&mut conn);
+    assert!(
+        !report.is_exact() && report.foreign_keys_missing == 1,
+        "the key's check a replica's: {report:?}"
+    );
     run(
         &mut conn,
         &format!("ALTER TABLE comments ENABLE TRIGGER \"{check}\""),

@@ -324,7 +324,8 @@ pub trait CounterMaintenance: CounterTable {
 
     /// [`verify_follow_all`](Self::verify_follow_all), and each record found drifting gets the
     /// difference added to the session's writer slot (as a trigger of this session writes;
-    /// on Galera the node's own share), so that its count equals its child rows again: an add
+    /// on Galera the node's own share; the session takes a writer index for it, as a writer
+    /// does), so that its count equals its child rows again: an add
     /// like any writer's, so writers go on meanwhile (what they change moves the count and the
     /// child rows alike). Run it after the triggers are back (`report.triggers_enabled ==
     /// report.triggers_expected`), or the drift comes back.

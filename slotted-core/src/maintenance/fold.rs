@@ -666,8 +666,9 @@ pub(crate) async fn key_page<E: Exec>(exec: &mut E, page: KeyPage<'_>) -> Result
 }
 
 /// Copies the totals of `keys` (sorted, distinct; one batch) into the cache column: the totals'
-/// read and one `UPDATE`, in one transaction, once (the caller paces reruns). A key whose total
-/// does not fit `i64` is skipped and reported.
+/// read and the `UPDATE` (on MySQL one per [`CASE_KEYS`] totals, in `keys`' order), in one
+/// transaction, once (the caller paces reruns). A key whose total does not fit `i64` is skipped
+/// and reported.
 pub(crate) async fn refresh<E: Exec>(
     exec: &mut E,
     spec: &CounterSpec,
@@ -719,8 +720,13 @@ async fn refresh_once<E: Exec>(
             }
             Err(e) => return Err(e),
         }
+        // In the page's order, the database's (a text key's collation may sort otherwise than
+        // Rust): the statements below lock the parent rows in it, piece after piece.
         let mut pairs = Vec::with_capacity(totals.len());
-        for (key, total) in totals {
+        for &key in batch {
+            let Some(total) = totals.remove(&key) else {
+                continue;
+            };
             match total {
                 Ok(total) if cache.holds(total) => pairs.push((key, total)),
                 Ok(total) => report.failed.push(does_not_fit(cache, &key, total)),

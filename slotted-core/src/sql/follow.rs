@@ -301,8 +301,9 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
 /// PostgreSQL, a count through a table between: the line its child table's function
 /// carries when an `INSERT` leaves the lock on the rows between to a foreign key's check,
 /// and the condition, on `pg_constraint`, under which such a key exists (from the child's
-/// column to the key of the table between, not deferrable, its check trigger on the child not
-/// disabled); `None` without a table between.
+/// column to the key of the table between, not deferrable, its check of an insert a trigger of
+/// the child that fires in an ordinary session, the child not partitioned); `None` without a
+/// table between.
 /// The migration reads the condition once, to choose the function; the verify job reads it
 /// again for a function that carries the line (a key dropped since then).
 pub(crate) fn pg_foreign_key(follow: &FollowSpec) -> Option<(String, String)> {
@@ -316,15 +317,21 @@ pub(crate) fn pg_foreign_key(follow: &FollowSpec) -> Option<(String, String)> {
         child = q(follow.table),
         column = q(column),
     );
+    // The key's check of an insert must be there and fire in an ordinary session ('O', or 'A':
+    // always): a key `NOT ENFORCED` (PostgreSQL 18) has none, a trigger disabled ('D') or made
+    // a replica's ('R') does not run. A partitioned child table checks on its partitions,
+    // whose triggers this does not read: it keeps the lock.
     let exists = format!(
         "EXISTS (SELECT 1 FROM pg_constraint k WHERE k.contype = 'f' AND NOT k.condeferrable \
-         AND k.conrelid = '{child}'::regclass AND k.confrelid = '{table}'::regclass \
+         AND k.conrelid = to_regclass('{child}') AND k.confrelid = to_regclass('{table}') \
          AND k.conkey = ARRAY(SELECT a.attnum FROM pg_attribute a \
          WHERE a.attrelid = k.conrelid AND a.attname = '{column}') \
          AND k.confkey = ARRAY(SELECT a.attnum FROM pg_attribute a \
          WHERE a.attrelid = k.confrelid AND a.attname = '{key}') \
-         AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgconstraint = k.oid \
-         AND t.tgrelid = k.conrelid AND t.tgenabled = 'D'))",
+         AND (SELECT c.relkind FROM pg_class c WHERE c.oid = k.conrelid) = 'r' \
+         AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgconstraint = k.oid \
+         AND t.tgrelid = k.conrelid AND t.tgfoid = 'pg_catalog.\"RI_FKey_check_ins\"'::regproc \
+         AND t.tgenabled IN ('O', 'A')))",
         child = literal(&q(follow.table)),
         table = literal(&q(through.table)),
         column = literal(column),
