@@ -154,6 +154,19 @@ mod galera {
             0..self.urls.len()
         }
 
+        /// The node whose share of the slots starts at slot 0, its `auto_increment_offset` 1
+        /// (Galera sets the offsets from the nodes' places in the cluster's view, not from the
+        /// order they started in): its first writer index writes slot 0.
+        fn node_of_slot_0(&self) -> usize {
+            self.nodes()
+                .find(|&n| {
+                    self.open(n)
+                        .query_i64("SELECT CAST(@@auto_increment_offset AS SIGNED) AS n")
+                        == 1
+                })
+                .expect("a node of auto_increment_offset 1")
+        }
+
         /// Calls `read` on a fresh connection to every node and requires the same answer.
         fn same_everywhere<T: PartialEq + std::fmt::Debug>(
             &self,
@@ -1479,17 +1492,7 @@ mod galera {
         setup
             .run_pending_migrations(forum::migrations().backfill(slotted_core::Backfill::Online))
             .expect("the follow migrations, online, from node 1");
-        // The node whose share starts at slot 0 (Galera sets `auto_increment_offset` from the
-        // node's place in the cluster's view, not from the order the nodes started in).
-        let first = cluster
-            .nodes()
-            .find(|&n| {
-                cluster
-                    .open(n)
-                    .query_i64("SELECT CAST(@@auto_increment_offset AS SIGNED) AS n")
-                    == 1
-            })
-            .expect("a node of auto_increment_offset 1");
+        let first = cluster.node_of_slot_0();
         let mut writer = cluster.open(first);
         writer
             .batch_execute("BEGIN; INSERT INTO comments (post_id, author_id) VALUES (1, 3)")
@@ -1515,6 +1518,43 @@ mod galera {
             ForumPost::comments_of(1).total(c).unwrap()
         });
         assert_eq!(totals, 3);
+    }
+
+    /// The same interleaving with `absorb`, which moves an adopted column into the slots: a
+    /// writer on the node whose share starts at slot 0 increments clip 1 in a transaction
+    /// still open (slot 0); `absorb` on another node moves clip 1's column into the slots and
+    /// commits; then the writer commits. The absorb adds into its own session's writer slot
+    /// (its node's share), so both commit; into slot 0, as it once did, the writer's commit
+    /// would lose certification.
+    #[test]
+    fn an_absorb_fails_no_commit_of_a_writer_on_another_node() {
+        use slotted_tests::adoption::{clips_likes_slots, create_clips, Clip};
+        let Some(cluster) = Cluster::migrated_with("absorb_certification", true) else {
+            return;
+        };
+        create_clips(&mut cluster.open(0), &[(1, 100, 0, 0)]);
+        let first = cluster.node_of_slot_0();
+        let mut writer = cluster.open(first);
+        let mut absorber = cluster.open((first + 1) % cluster.urls.len());
+        writer
+            .transaction::<_, slotted_core::Error, _>(|c| {
+                Clip::likes_of(1).increment(c)?;
+                let rows = c.slot_rows("clips_likes_slots", 1);
+                assert_eq!(rows.len(), 1);
+                assert_eq!(
+                    rows[0].slot, 0,
+                    "the first writer of its node writes slot 0"
+                );
+                let report = clips_likes_slots::table
+                    .absorb(&[1], &mut absorber)
+                    .expect("the absorb on another node");
+                assert_eq!(report.moved, 100, "{report:?}");
+                Ok(())
+            })
+            .expect("the writer's commit, certified after the absorb's");
+        let total =
+            cluster.same_everywhere("clip 1's likes", |c| Clip::likes_of(1).total(c).unwrap());
+        assert_eq!(total, 101);
     }
 
     fn follow_on_every_node(test: &str, online: bool) {

@@ -18,12 +18,13 @@ use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
 use crate::exec::{load_keyed, Exec};
 use crate::key::{KeyValue, RawKey};
+use crate::slot::SlotStrategy;
 use crate::sql::adopt::{
     AddToColumn, Claim, Claimed, ColumnValue, ColumnValues, HoldsCounts, TakeWriteLock,
 };
 use crate::sql::maintenance::CASE_KEYS;
 use crate::sql::write::{AddRows, DeltaRow};
-use crate::sql::{Scope, SlotValue};
+use crate::sql::Scope;
 use crate::table::{CacheSpec, CounterSpec};
 
 /// The row of [`Claimed`].
@@ -211,13 +212,24 @@ async fn absorb_once<E: Exec>(
     if values.is_empty() {
         return Ok(report);
     }
-    // Into slot 0 of each record, then out of the column: the same commit.
+    // Into each record's row of this session's writer slot (as a write of this session goes:
+    // on Galera the node's own share, which no other node's writer meets in certification),
+    // then out of the column: the same commit.
     let rows: Vec<DeltaRow<'_>> = values
         .iter()
         .map(|v| (v.key.as_value(), 0, v.value))
         .collect();
+    let dialect = <E::Backend as CounterBackend>::DIALECT;
+    if dialect == Dialect::Mysql {
+        // A multi-row write reads the session's index, which it does not take (a buffer's
+        // flush does the same).
+        crate::count::take_writer_index(exec)
+            .await
+            .map_err(|e| database_error(spec, e))?;
+    }
+    let slot = SlotStrategy::Connection.slot_value(spec.slots, dialect);
     let written = exec
-        .execute(AddRows::new(spec, SlotValue::Bound(0), &rows))
+        .execute(AddRows::new(spec, slot, &rows))
         .await
         .map_err(|e| database_error(spec, e))?;
     // PostgreSQL and SQLite count a row per key written, none for one the overflow guard

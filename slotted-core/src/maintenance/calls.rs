@@ -465,7 +465,8 @@ pub trait CounterMaintenance: CounterTable {
     /// Moves the adopted column's counts of these records into their slots (counters declared
     /// with `adopt = column`): per batch of at most [`MAINTENANCE_BATCH`] records, in key
     /// order, one transaction that locks the model's rows, adds each non-zero value to the
-    /// record's slot 0 and subtracts it from the column. Every total stays exact throughout,
+    /// record's row of the session's writer slot (on Galera the node's own share) and
+    /// subtracts it from the column. Every total stays exact throughout,
     /// with old-style writers of the column and new writers of the slots going on; run it once
     /// no old-style writer is left, and again after a rolled-back deploy put one back. It can be
     /// stopped at any point and run again: a record already absorbed holds 0 and is skipped.
