@@ -12,9 +12,7 @@ use crate::key::{CounterKey, KeyPart, KeyValue, RawKey};
 use crate::sql::read::SumOne;
 use crate::sql::slot::Returned;
 use crate::sql::write::{AddOrTakeIndex, AddToSlot, UpdateSlot};
-#[cfg(feature = "tracing")]
-use crate::sql::SlotValue;
-use crate::sql::{Buckets, ByText, ByType, Scope, Sum};
+use crate::sql::{Buckets, ByText, ByType, Scope, SlotValue, Sum};
 use crate::table::{CounterSpec, CounterTable};
 
 /// Keys per `GROUP BY` query in [`Counter::totals`](crate::Counter::totals): under every
@@ -186,6 +184,26 @@ pub(crate) async fn take_writer_index<E: Exec>(exec: &mut E) -> diesel::QueryRes
         }
     }
     Ok(())
+}
+
+/// The slot of a multi-row write of this session (a buffer's flush, an absorb): on PostgreSQL
+/// and MySQL the session's writer slot, which the statement reads (PostgreSQL's statement takes
+/// an index when the session holds none). A MySQL session takes its index first: a multi-row
+/// `INSERT` would write a `NULL` slot as 0 (non-strict SQL modes) where a single-row one refuses
+/// it. On SQLite, whose one writer waits for no other, `sqlite_slot` of the `slots`.
+pub(crate) async fn rows_writer_slot<E: Exec>(
+    exec: &mut E,
+    slots: u16,
+    sqlite_slot: u16,
+) -> diesel::QueryResult<SlotValue> {
+    match E::Backend::DIALECT {
+        Dialect::Sqlite => Ok(SlotValue::Bound((sqlite_slot % slots.max(1)) as i16)),
+        Dialect::Postgres => Ok(SlotValue::Connection(slots.clamp(1, crate::MAX_SLOTS))),
+        Dialect::Mysql => {
+            take_writer_index(exec).await?;
+            Ok(SlotValue::Connection(slots.clamp(1, crate::MAX_SLOTS)))
+        }
+    }
 }
 
 /// The sum of `key`'s slots in `buckets`.

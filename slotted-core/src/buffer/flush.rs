@@ -16,7 +16,6 @@ use crate::exec::{BoxFuture, Exec};
 use crate::retry::RetryPolicy;
 use crate::sql::flush::{FindFlush, FlushId, LogFlush, PruneFlushes};
 use crate::sql::write::{AddRows, DeltaRow};
-use crate::sql::SlotValue;
 
 fn unix_seconds(at: SystemTime) -> i64 {
     at.duration_since(UNIX_EPOCH)
@@ -69,22 +68,14 @@ async fn write_chunk<E: Exec>(
             return Ok(());
         }
     }
-    let slot = match E::Backend::DIALECT {
-        Dialect::Sqlite => SlotValue::Bound((core.sqlite_slot % spec.slots.max(1)) as i16),
-        Dialect::Postgres | Dialect::Mysql => {
-            SlotValue::Connection(spec.slots.clamp(1, crate::MAX_SLOTS))
-        }
-    };
     let rows: Vec<DeltaRow<'_>> = chunk
         .rows
         .iter()
         .map(|row| (row.key.as_value(), row.bucket, row.delta))
         .collect();
-    if E::Backend::DIALECT == Dialect::Mysql {
-        // The rows' slot is the session's writer index: a multi-row INSERT would write a NULL
-        // slot as 0 (non-strict SQL modes) where a single-row one refuses it.
-        crate::count::take_writer_index(exec).await.map_err(fail)?;
-    }
+    let slot = crate::count::rows_writer_slot(exec, spec.slots, core.sqlite_slot)
+        .await
+        .map_err(fail)?;
     let at = unix_seconds(SystemTime::now());
     exec.begin().await.map_err(fail)?;
     let written = match exec

@@ -219,15 +219,10 @@ async fn absorb_once<E: Exec>(
         .iter()
         .map(|v| (v.key.as_value(), 0, v.value))
         .collect();
-    let dialect = <E::Backend as CounterBackend>::DIALECT;
-    if dialect == Dialect::Mysql {
-        // A multi-row write reads the session's index, which it does not take (a buffer's
-        // flush does the same).
-        crate::count::take_writer_index(exec)
-            .await
-            .map_err(|e| database_error(spec, e))?;
-    }
-    let slot = SlotStrategy::Connection.slot_value(spec.slots, dialect);
+    let sqlite_slot = SlotStrategy::Connection.choose(spec.slots);
+    let slot = crate::count::rows_writer_slot(exec, spec.slots, sqlite_slot)
+        .await
+        .map_err(|e| database_error(spec, e))?;
     let written = exec
         .execute(AddRows::new(spec, slot, &rows))
         .await

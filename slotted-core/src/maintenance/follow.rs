@@ -5,8 +5,9 @@
 //! not see: triggers disabled for a bulk load (PostgreSQL's `session_replication_role =
 //! replica` does that too), dropped, or rows written before they existed by another path.
 //!
-//! The repair adds each record's difference to the session's writer slot: an add like any writer's, so writers
-//! go on meanwhile, and what they change moves the count and the child rows alike.
+//! The repair adds each record's difference to the session's writer slot: an add like any
+//! writer's, so writers go on meanwhile, and what they change moves the count and the child
+//! rows alike.
 
 use std::marker::PhantomData;
 
@@ -58,14 +59,14 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
         counter: counter.clone(),
     };
     report.triggers_enabled =
-        count_triggers(exec, spec, triggers(follow.table, Which::OnChild(names))).await?;
+        count_rows(exec, spec, triggers(follow.table, Which::OnChild(names))).await?;
     let mut expected_elsewhere = Vec::new();
     if let Some((table, names)) = via {
         expected_elsewhere.clone_from(&names);
         report.triggers_enabled +=
-            count_triggers(exec, spec, triggers(table, Which::OnChild(names))).await?;
+            count_rows(exec, spec, triggers(table, Which::OnChild(names))).await?;
     }
-    report.stray_triggers = count_triggers(
+    report.stray_triggers = count_rows(
         exec,
         spec,
         triggers(follow.table, Which::Elsewhere(expected_elsewhere)),
@@ -165,16 +166,8 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
 /// The most records a verify page reads.
 const MAX_PAGE: usize = 10_000;
 
-/// How many triggers `triggers` counts.
-async fn count_triggers<E: Exec>(
-    exec: &mut E,
-    spec: &crate::table::CounterSpec,
-    triggers: EnabledTriggers<'_>,
-) -> Result<u64> {
-    count_rows(exec, spec, triggers).await
-}
-
-/// The count a statement of one `slotted_total` reads.
+/// The count a statement of one `slotted_total` reads ([`EnabledTriggers`],
+/// [`ForeignKeyGone`]).
 async fn count_rows<E: Exec, S: crate::exec::Statement<E::Backend>>(
     exec: &mut E,
     spec: &crate::table::CounterSpec,

@@ -303,9 +303,8 @@ impl<DB: CounterBackend> QueryFragment<DB> for EnabledTriggers<'_> {
 /// and the condition, on `pg_constraint`, under which such a key exists (from the child's
 /// column to the key of the table between, not deferrable, its check of an insert a trigger of
 /// the child that fires in an ordinary session, the child not partitioned); `None` without a
-/// table between.
-/// The migration reads the condition once, to choose the function; the verify job reads it
-/// again for a function that carries the line (a key dropped since then).
+/// table between. The migration reads the condition once, to choose the function; the verify
+/// job reads it again for a function that carries the line (a key dropped since then).
 pub(crate) fn pg_foreign_key(follow: &FollowSpec) -> Option<(String, String)> {
     let through = follow.through?;
     let q = |ident: &str| Dialect::Postgres.quote(ident);
@@ -341,9 +340,9 @@ pub(crate) fn pg_foreign_key(follow: &FollowSpec) -> Option<(String, String)> {
 }
 
 /// PostgreSQL: how many functions named `function` carry `marker` (their `INSERT` leaves the
-/// lock on the rows between to a foreign key's check, [`pg_foreign_key`]) while
-/// the key does not exist, `exists` false: 1 when it was dropped (or made deferrable) since the
-/// migration, as the text of one `slotted_total`.
+/// lock on the rows between to a foreign key's check, [`pg_foreign_key`]) while the key does
+/// not lock any more, `exists` false: 1 when it was dropped, made deferrable or its check
+/// trigger disabled since the migration, as the text of one `slotted_total`.
 #[derive(Debug, Clone)]
 pub(crate) struct ForeignKeyGone<'a> {
     pub function: &'a str,

@@ -341,7 +341,8 @@ pub(crate) const CASE_KEYS: usize = 100;
 /// parent SET cache = CASE WHEN key = ? THEN ? … ELSE cache END WHERE key IN (…) AND NOT (cache
 /// <=> CASE …) ORDER BY key` (for a composite key,
 /// `key = ?` and `IN` are over its columns), locking the parent rows in key order. Each row is
-/// tested against every `WHEN`, so a page goes in statements of [`CASE_KEYS`] totals. Not `UPDATE JSON_TABLE(?, …) STRAIGHT_JOIN parent ON <key> SET …`,
+/// tested against every `WHEN`, so a page goes in statements of [`CASE_KEYS`] totals. Not
+/// `UPDATE JSON_TABLE(?, …) STRAIGHT_JOIN parent ON <key> SET …`,
 /// which took the roll-up of the reads benchmark's 1% pass from 28 ms to about 10: a Galera
 /// node with a limited write set (`wsrep_max_ws_size` set) refuses a multi-table `UPDATE` with a
 /// non-transactional table in it, `JSON_TABLE` included ("Galera replication not supported",

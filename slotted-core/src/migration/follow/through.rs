@@ -62,19 +62,20 @@ pub(super) fn pg_lock_through(followers: &Followers, tables: &[&str]) -> Vec<Str
 
 /// PostgreSQL: whether an `INSERT` into the child table needs none of [`pg_lock_through`]'s
 /// locks, as the lines its function then carries and the condition, read when the migration
-/// runs ([`pg_foreign_key`]); `None` when no counter passes through a table
-/// between. It holds when every child column that names rows between has a foreign key to
-/// their key that is not deferrable: its check, a row trigger, runs at the end of the
-/// statement, before every statement trigger, and takes the same lock (`SELECT … FOR KEY
-/// SHARE` on the row between, waiting for a move in flight to commit). The lock of our own
-/// then only repeats it, which cost the benchmark's writers about 6 µs an insert and, on a hot
-/// post, a look into the row's multixact (docs/bench/follow-trigger-cost). An `UPDATE` or a
-/// `DELETE` of a child row checks no foreign key (or only the new one), and keeps the lock.
+/// runs ([`pg_foreign_key`]); `None` when no counter passes through a table between. It holds
+/// when every child column that names rows between has a foreign key to their key that is not
+/// deferrable: its check, a row trigger, runs at the end of the statement, before every
+/// statement trigger, and takes the same lock (`SELECT … FOR KEY SHARE` on the row between,
+/// waiting for a move in flight to commit). The lock of our own then only repeats it, which
+/// cost the benchmark's writers about 6 µs an insert and, on a hot post, a look into the row's
+/// multixact (docs/bench/follow-trigger-cost). An `UPDATE` or a `DELETE` of a child row checks
+/// no foreign key (or only the new one), and keeps the lock.
 ///
-/// The function is made once, by the migration: a foreign key dropped or made deferrable
-/// afterwards leaves inserts without the lock, and a post moved while a comment is added to it
-/// can then leave the comment counted for the old community. The verify job reports such a
-/// key (`FollowReport::foreign_keys_missing`); the guide says to run the migration again.
+/// The function is made once, by the migration: a foreign key dropped, made deferrable or its
+/// check trigger disabled afterwards leaves inserts without the lock, and a post moved while a
+/// comment is added to it can then leave the comment counted for the old community. The verify
+/// job reports such a key (`FollowReport::foreign_keys_missing`); the guide says to run the
+/// migration again.
 pub(super) fn pg_foreign_keys_lock(followers: &Followers) -> Option<(String, String)> {
     let mut keys: Vec<(String, String)> = Vec::new();
     for (_, follow) in &followers.counters {
