@@ -206,6 +206,7 @@ pub fn run<C: Server + Send>(
     let (acked, stop) = (AtomicU64::new(0), AtomicBool::new(false));
     let passes = [AtomicU64::new(0), AtomicU64::new(0)];
     let (maintainer_worst, maintainer_over) = (Mutex::new(Duration::ZERO), Mutex::new(0u64));
+    let maintainer_steady: Mutex<Option<Duration>> = Mutex::new(None);
     let result: Result<(), BoxError> = std::thread::scope(|s| {
         let mut threads = Vec::new();
         for writer in 0..live.writers {
@@ -241,6 +242,7 @@ pub fn run<C: Server + Send>(
         }
         let (passes, stop) = (&passes, &stop);
         let (maintainer_worst, maintainer_over) = (&maintainer_worst, &maintainer_over);
+        let maintainer_steady = &maintainer_steady;
         threads.push(s.spawn(move || -> Result<(), BoxError> {
             let mut conn = C::establish(url)?;
             while Instant::now() < end && !stop.load(Ordering::Relaxed) {
@@ -271,7 +273,7 @@ pub fn run<C: Server + Send>(
                     // In the slotted window only: its passes, those over the bound, and the
                     // largest staleness of a pass that ended in it.
                     let mut at_slotted: Option<slotted_core::maintenance::MaintainerReport> = None;
-                    let mut worst_in_window = Duration::ZERO;
+                    let (mut worst_in_window, mut worst_steady) = (Duration::ZERO, None);
                     loop {
                         match window_of(Instant::now()).map(kind_of) {
                             Some(Kind::Warm) => {}
@@ -280,8 +282,16 @@ pub fn run<C: Server + Send>(
                                 match &at_slotted {
                                     None => at_slotted = Some(now),
                                     Some(start) if now.passes > start.passes => {
-                                        worst_in_window =
-                                            worst_in_window.max(now.staleness.unwrap_or_default());
+                                        let staleness = now.staleness.unwrap_or_default();
+                                        worst_in_window = worst_in_window.max(staleness);
+                                        // From the third pass that ended in the window on,
+                                        // the pass before began in it: no backlog of the
+                                        // window before the warm-up is left in them.
+                                        if now.passes >= start.passes + 3 {
+                                            worst_steady = Some(
+                                                staleness.max(worst_steady.unwrap_or_default()),
+                                            );
+                                        }
                                     }
                                     Some(_) => {}
                                 }
@@ -298,6 +308,10 @@ pub fn run<C: Server + Send>(
                     passes[0].fetch_add(report.passes - start.passes, Ordering::Relaxed);
                     let mut worst = maintainer_worst.lock().expect("one thread");
                     *worst = (*worst).max(worst_in_window);
+                    if let Some(steady) = worst_steady {
+                        let mut worst = maintainer_steady.lock().expect("one thread");
+                        *worst = Some(steady.max(worst.unwrap_or_default()));
+                    }
                     *maintainer_over.lock().expect("one thread") +=
                         report.passes_over_bound - start.passes_over_bound;
                     continue;
@@ -381,10 +395,19 @@ pub fn run<C: Server + Send>(
             "the maintainer (freshness bound {bound:?}: each pass compacts and rolls up the \
              records written since the last; retention 30 days; started at each warm-up window \
              with full_pass_at_start(false), stopped after the slotted window that follows); \
-             in the slotted windows: {} passes, worst staleness {:?}, {} passes over the bound",
+             in the slotted windows: {} passes, worst staleness {:?}, {} passes over the bound; \
+             from the third pass that ended in a slotted window on (the first two carry the \
+             backlog of the window before the warm-up): worst staleness {}",
             passes[0].load(Ordering::Relaxed),
             maintainer_worst.into_inner().expect("the threads are done"),
             maintainer_over.into_inner().expect("the threads are done"),
+            maintainer_steady
+                .into_inner()
+                .expect("the threads are done")
+                .map_or(
+                    "none (fewer than 3 passes ended in a window)".to_owned(),
+                    |w| { format!("{w:?}") }
+                ),
         ),
         None => format!(
             "looping: compact_all, refresh_cache_all (batches of {MAINTENANCE_BATCH}), \
@@ -442,9 +465,7 @@ pub fn run<C: Server + Send>(
         out += &format!("| {} | {} | {tx:.3} | {p99:.3} |\n", w + 1, on.kind.name());
     }
     let median = |kind: Kind, pick: fn(&(Kind, f64, f64)) -> f64| {
-        let mut v: Vec<f64> = ratios.iter().filter(|r| r.0 == kind).map(pick).collect();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        super::median(ratios.iter().filter(|r| r.0 == kind).map(pick).collect())
     };
     for kind in [Kind::Slotted, Kind::ByHand] {
         out += &format!(

@@ -474,9 +474,16 @@ struct Compaction {
     pass: Duration,
 }
 
+/// The median: of an even number of values, the mean of the two in the middle (the upper one
+/// alone would flatter or blacken a pair of rounds).
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
 
 impl SizeFigures {

@@ -78,17 +78,13 @@ impl Work {
         format!("{what} {}", spec.qualified_name())
     }
 
-    /// The job of `T`, on any face, in batches of `batch` records, inside the span of its call
-    /// (whose fields its report records, as the call's own would). `full`: a full pass, over
-    /// every record; otherwise compaction and roll-up take only the records written since the
-    /// last pass.
-    async fn run<T: CounterTable, E: Exec>(
-        self,
-        exec: &mut E,
-        batch: usize,
-        full: bool,
-    ) -> Result<Outcome> {
+    /// The job of `T`, on any face, as `args` say, inside the span of its call (whose fields
+    /// its report records, as the call's own would).
+    async fn run<T: CounterTable, E: Exec>(self, exec: &mut E, args: JobArgs) -> Result<Outcome> {
         use crate::trace::Report as _;
+        let JobArgs {
+            batch, full, now, ..
+        } = args;
         Ok(match self {
             Work::Compact if full => {
                 let report = compact_all::<T, _>(exec, batch).await?;
@@ -135,9 +131,7 @@ impl Work {
                 let age = match keep {
                     Retention::Delete(age) | Retention::Fold(age) => age,
                 };
-                let cutoff = SystemTime::now()
-                    .checked_sub(age)
-                    .unwrap_or(SystemTime::UNIX_EPOCH);
+                let cutoff = now.checked_sub(age).unwrap_or(SystemTime::UNIX_EPOCH);
                 Outcome::done(match keep {
                     Retention::Delete(_) => {
                         let rows = delete_buckets_before::<T, _>(exec, cutoff, batch).await?;
@@ -155,13 +149,16 @@ impl Work {
     }
 }
 
-/// What one run of a job is given: its kind, its batch, and whether the pass is a full one.
+/// What one run of a job is given: its kind, its batch (records), whether the pass is a full
+/// one (every record; otherwise compaction and roll-up take only the records written since the
+/// last pass), and the pass's clock (a retention job's cutoff).
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct JobArgs {
     work: Work,
     batch: usize,
     full: bool,
+    now: SystemTime,
 }
 
 mod sealed {
@@ -184,6 +181,8 @@ struct Job<R> {
     name: String,
     work: Work,
     run: R,
+    /// The counter's bucket width, for a retention job's cutoff.
+    bucket: Option<crate::BucketWidth>,
 }
 
 impl<R> Job<R> {
@@ -192,6 +191,16 @@ impl<R> Job<R> {
     /// records they compact.
     fn every_pass(&self) -> bool {
         !matches!(self.work, Work::Verify { .. } | Work::RollUp)
+    }
+
+    /// The first bucket a retention job keeps, now: its cutoff's bucket start. `None` for
+    /// other jobs.
+    fn retention_cutoff(&self, now: SystemTime) -> Option<i64> {
+        let Work::Retention(Retention::Delete(age) | Retention::Fold(age)) = self.work else {
+            return None;
+        };
+        let cutoff = now.checked_sub(age).unwrap_or(SystemTime::UNIX_EPOCH);
+        Some(self.bucket.map_or(i64::MIN, |width| width.start_of(cutoff)))
     }
 }
 
@@ -235,6 +244,7 @@ impl<P, F: Face<P>> MaintainerBuilder<P, F> {
             name,
             work,
             run: F::run_of::<T>(),
+            bucket: T::SPEC.bucket,
         });
     }
 
@@ -477,6 +487,10 @@ trait Driver {
     fn sleep<'a>(&'a self, shared: &'a Shared, pause: Duration) -> BoxFuture<'a, bool>;
     /// Gives the lease back, and its connection to the pool.
     fn release(&mut self) -> BoxFuture<'_, ()>;
+    /// The clock the passes are timed by.
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
 }
 
 /// The loop of passes, until stopped: the lease, then every job of a pass, then a pause so
@@ -493,9 +507,11 @@ async fn run_passes<D: Driver>(
     let mut last_start: Option<Instant> = None;
     // The last full pass (with the verify jobs): none yet, or, without a full pass at the
     // start, the start.
-    let mut last_full: Option<Instant> = (!config.full_pass_at_start).then(Instant::now);
+    let mut last_full: Option<Instant> = (!config.full_pass_at_start).then(|| driver.now());
     let mut failing: u32 = 0;
     let mut failing_lease: u32 = 0;
+    // Each retention job's cutoff at its last run that ended well.
+    let mut retained: Vec<Option<i64>> = vec![None; jobs.len()];
     while !shared.stopping() {
         // The lease: held, taken, or held by another maintainer.
         let held = match driver.hold_lease(key, wait).await {
@@ -529,8 +545,8 @@ async fn run_passes<D: Driver>(
             }
             continue;
         }
-        let start = Instant::now();
-        let verify = last_full.is_none_or(|at| at.elapsed() >= config.verify_every);
+        let (start, now) = (driver.now(), SystemTime::now());
+        let verify = last_full.is_none_or(|at| start - at >= config.verify_every);
         let mut errors = 0;
         for (index, job) in jobs.iter().enumerate() {
             if shared.stopping() {
@@ -539,14 +555,23 @@ async fn run_passes<D: Driver>(
             if !job.every_pass() && !verify {
                 continue;
             }
+            // A retention job runs when its cutoff has moved to another bucket since its last
+            // run, and at the full passes: between, no bucket has aged past it (only a write
+            // into a past bucket with `at`, which the next full pass takes).
+            let cutoff = job.retention_cutoff(now);
+            if cutoff.is_some() && !verify && retained[index] == cutoff {
+                continue;
+            }
             let args = JobArgs {
                 work: job.work,
                 batch: config.batch,
                 full: verify,
+                now,
             };
             let outcome = driver.run(job.run, args, wait).await;
-            if outcome.is_err() {
-                errors += 1;
+            match outcome {
+                Ok(_) => retained[index] = cutoff,
+                Err(_) => errors += 1,
             }
             report_job(shared, index, &job.name, outcome);
         }
@@ -556,7 +581,7 @@ async fn run_passes<D: Driver>(
         if verify {
             last_full = Some(start);
         }
-        let end = Instant::now();
+        let end = driver.now();
         let staleness = end.duration_since(last_start.unwrap_or(start));
         last_start = Some(start);
         shared.update(|r| {
@@ -575,14 +600,14 @@ async fn run_passes<D: Driver>(
                 "slotted: a maintainer pass missed the freshness bound"
             );
         }
-        // The next pass starts when the bound, less this pass's length, has run out; after a
-        // pass with errors, later and later while they last.
+        // After a pass with errors, later and later while they last; otherwise so that the
+        // next pass ends within the bound of this one's start.
         let pause = if errors > 0 {
             failing = failing.saturating_add(1);
             backoff(bound, failing)
         } else {
             failing = 0;
-            bound.saturating_sub(end - start)
+            pause_after(bound, end - start)
         };
         if driver.sleep(shared, pause).await {
             break;
@@ -591,6 +616,18 @@ async fn run_passes<D: Driver>(
     // Stopping: the lease is given back, then its connection goes back to the pool.
     driver.release().await;
     shared.update(|r| r.active = false);
+}
+
+/// The pause after a pass of length `pass` that ended well. A write just after a pass began
+/// may have missed it: the next pass takes it, so it waits from this pass's start to the next
+/// one's end, this pass, the pause and the next pass. So the pause is the bound less this pass
+/// and the next: none once a pass takes about half the bound, and the passes then follow one
+/// another at once (the report says by how much they miss it).
+fn pause_after(bound: Duration, pass: Duration) -> Duration {
+    // The next pass taken to be up to half as long again as this one, and a twentieth of the
+    // bound kept for a late wake-up.
+    let passes = pass.saturating_add(pass.saturating_mul(3) / 2);
+    bound.saturating_sub(passes.saturating_add(bound / 20))
 }
 
 /// A panic's payload as the error of the job it ended.
@@ -661,4 +698,161 @@ fn report_job(shared: &Shared, index: usize, name: &str, outcome: Result<Outcome
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    /// A driver on a clock of its own: each job takes `job` of it, each pause exactly what was
+    /// asked, and no time passes otherwise. It stops the loop after `passes` pauses.
+    struct Clocked {
+        start: Instant,
+        elapsed: Cell<Duration>,
+        job: Duration,
+        pauses: Cell<u32>,
+        passes: u32,
+        /// The kinds of the jobs run, in order.
+        ran: Vec<Work>,
+    }
+
+    impl Clocked {
+        fn new(job: Duration, passes: u32) -> Self {
+            Clocked {
+                start: Instant::now(),
+                elapsed: Cell::new(Duration::ZERO),
+                job,
+                pauses: Cell::new(0),
+                passes,
+                ran: Vec::new(),
+            }
+        }
+
+        fn advance(&self, by: Duration) {
+            self.elapsed.set(self.elapsed.get() + by);
+        }
+    }
+
+    impl Driver for Clocked {
+        type Run = ();
+
+        fn hold_lease(&mut self, _key: i32, _wait: Duration) -> BoxFuture<'_, Result<bool>> {
+            Box::pin(std::future::ready(Ok(true)))
+        }
+
+        fn run(
+            &mut self,
+            _run: (),
+            job: JobArgs,
+            _wait: Duration,
+        ) -> BoxFuture<'_, Result<Outcome>> {
+            self.advance(self.job);
+            self.ran.push(job.work);
+            Box::pin(std::future::ready(Ok(Outcome::done(String::new()))))
+        }
+
+        fn sleep<'a>(&'a self, shared: &'a Shared, pause: Duration) -> BoxFuture<'a, bool> {
+            self.advance(pause);
+            self.pauses.set(self.pauses.get() + 1);
+            if self.pauses.get() >= self.passes {
+                shared.signal_stop();
+            }
+            Box::pin(std::future::ready(shared.stopping()))
+        }
+
+        fn release(&mut self) -> BoxFuture<'_, ()> {
+            Box::pin(std::future::ready(()))
+        }
+
+        fn now(&self) -> Instant {
+            self.start + self.elapsed.get()
+        }
+    }
+
+    fn job(work: Work) -> Job<()> {
+        Job {
+            name: format!("{work:?}"),
+            work,
+            run: (),
+            bucket: Some(crate::BucketWidth::Day),
+        }
+    }
+
+    /// The loop over `jobs`, each taking `job_length`, until `passes` passes, with a bound of
+    /// 1 s and no full pass at the start unless every pass is one (`verify_every` zero): the
+    /// report, and the jobs run.
+    fn passes(
+        job_length: Duration,
+        passes: u32,
+        jobs: &[Job<()>],
+        verify_every: Duration,
+    ) -> (MaintainerReport, Vec<Work>) {
+        let config = Config {
+            freshness: Duration::from_secs(1),
+            verify_every,
+            batch: MAINTENANCE_BATCH,
+            full_pass_at_start: verify_every.is_zero(),
+        };
+        let shared = Shared {
+            report: Mutex::new(MaintainerReport {
+                freshness_bound: config.freshness,
+                ..MaintainerReport::default()
+            }),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            #[cfg(feature = "async")]
+            notify: tokio::sync::Notify::new(),
+        };
+        let mut driver = Clocked::new(job_length, passes);
+        crate::exec::sync::run_now(run_passes(&mut driver, jobs, config, &shared));
+        (shared.report(), driver.ran)
+    }
+
+    #[test]
+    fn short_passes_keep_the_bound_from_a_pass_start_to_the_next_pass_end() {
+        // Two jobs of 50 ms: passes of 100 ms, a bound of 1 s. A write just after a pass began
+        // is in the cache at the next pass's end: that must be within the bound.
+        let jobs = [job(Work::Compact), job(Work::Absorb)];
+        let (report, _) = passes(Duration::from_millis(50), 20, &jobs, HOUR);
+        assert_eq!(report.passes, 20, "{report:?}");
+        assert_eq!(report.passes_over_bound, 0, "{report:?}");
+        let worst = report.worst_staleness.unwrap();
+        assert!(worst <= Duration::from_secs(1), "{report:?}");
+        // Not by running passes back to back: the pause is the bound less two passes and a
+        // margin, 1 s - 250 ms - 50 ms.
+        assert_eq!(worst, Duration::from_millis(100 + 700 + 100), "{report:?}");
+    }
+
+    #[test]
+    fn passes_over_half_the_bound_follow_one_another_and_are_reported() {
+        // Passes of 600 ms: no pause, and each write waits up to two passes, over the bound.
+        let jobs = [job(Work::Compact), job(Work::Absorb)];
+        let (report, _) = passes(Duration::from_millis(300), 5, &jobs, HOUR);
+        assert_eq!(report.worst_staleness, Some(Duration::from_millis(1200)));
+        // The first pass has no pass before it: its own length, 600 ms, within the bound.
+        assert_eq!(report.passes_over_bound, 4, "{report:?}");
+    }
+
+    #[test]
+    fn retention_runs_once_a_bucket_until_a_full_pass() {
+        // Compaction at every pass; retention (a day's buckets, kept 30 days) at the first,
+        // then only when its cutoff enters another day (not within this test's seconds of
+        // virtual time, unless it started just before midnight: then twice).
+        let keep = Retention::Delete(Duration::from_secs(30 * 86_400));
+        let jobs = [job(Work::Compact), job(Work::Retention(keep))];
+        let (report, ran) = passes(Duration::from_millis(10), 10, &jobs, HOUR);
+        assert_eq!(report.passes, 10, "{report:?}");
+        let count = |ran: &[Work], work: Work| ran.iter().filter(|w| **w == work).count();
+        assert_eq!(count(&ran, Work::Compact), 10);
+        assert!(
+            (1..=2).contains(&count(&ran, Work::Retention(keep))),
+            "{ran:?}"
+        );
+        // Every full pass runs it: with no verify interval, each pass is one.
+        let (_, ran) = passes(Duration::from_millis(10), 10, &jobs, Duration::ZERO);
+        assert_eq!(count(&ran, Work::Retention(keep)), 10);
+    }
 }

@@ -31,9 +31,7 @@ impl<P: AsyncConnectionPool> Face<P> for OnTask {
                 args.work.op(args.full),
                 async move {
                     let mut exec = AsyncExec(conn);
-                    args.work
-                        .run::<T, _>(&mut exec, args.batch, args.full)
-                        .await
+                    args.work.run::<T, _>(&mut exec, args).await
                 },
             ))
         }

@@ -24,7 +24,7 @@ impl<P: ConnectionPool> Face<P> for OnThread {
     fn run_of<T: CounterTable>() -> Self::Run {
         |conn, args| {
             calls::table_call::<T, _, _>(args.work.op(args.full), conn, |exec| {
-                run_now(args.work.run::<T, _>(exec, args.batch, args.full))
+                run_now(args.work.run::<T, _>(exec, args))
             })
         }
     }
@@ -38,8 +38,11 @@ impl<P: ConnectionPool> Face<P> for OnThread {
 /// when asked: it says that no old binary writes the column any more), bucket retention (when
 /// asked, with its age), and, at a longer interval, the verify job of a counter that follows a
 /// child table (reporting drift, or repairing it when asked). Passes follow one another so
-/// that a cached column is never staler than the freshness bound: each starts when the bound,
-/// less the last pass's length, has run out.
+/// that a cached column is never staler than the freshness bound: a write just after a pass
+/// began waits for the next pass's end, so the pause between passes is the bound less two
+/// passes (none once a pass takes half the bound; the report then says by how much they miss
+/// it). Retention runs when its cutoff has moved into another bucket since its last run, and
+/// at the full passes.
 ///
 /// Every process of a deployment may run one. Maintainers given the same counters share the
 /// work through a lease, a session lock of the database (PostgreSQL an advisory lock; MySQL
