@@ -1459,8 +1459,9 @@ mod galera {
     /// The same, installed online (`Backfill::Online`) over 60 comments and 30 votes already
     /// there: the migration counts nothing, and `repair_follow_all` from node 3 counts the rows
     /// from before the triggers while the writers of every node write (pages of 2 records,
-    /// each one snapshot of node 3). Its adds go into node 3's own share of the slots, as its
-    /// writers' do, so they meet no other node's writes in certification either.
+    /// each one snapshot of node 3). Its adds go into each record's row of the slot past the
+    /// writers', which no writer writes, so they meet no other node's writes in certification
+    /// either.
     #[test]
     fn an_online_backfill_counts_exactly_on_every_node() {
         follow_on_every_node("follow_online", true);
@@ -1473,7 +1474,8 @@ mod galera {
     /// commits its add; then the writer commits. Had the repair added into slot 0, as it
     /// once did, both writesets would hold post 1's row of slot 0 and Galera would refuse the
     /// writer's commit (1213): a child write that would have committed without slotted. The
-    /// repair adds into node 3's writer slot instead, and both commit.
+    /// repair adds into post 1's row of the slot past the writers' (which no writer writes)
+    /// instead, and both commit.
     #[test]
     fn a_repair_fails_no_commit_of_a_writer_on_another_node() {
         use slotted_tests::forum::{self, ForumPost};
@@ -1518,6 +1520,92 @@ mod galera {
             ForumPost::comments_of(1).total(c).unwrap()
         });
         assert_eq!(totals, 3);
+    }
+
+    /// Two repairs of one drifted post, on two nodes, each let go once it waits on a session of
+    /// the test that holds the post's rows on its node (a lock is a node's own): both read the
+    /// drift before either commits. Each adds the difference to the post's row of the slot past
+    /// the writers', so the second writeset to reach certification meets the first's row and is
+    /// refused (1213), and its repair runs again and finds no drift: the difference is added
+    /// once.
+    /// Into slots of their own (each node's writer slot, as it once did), both committed.
+    #[test]
+    fn two_repairs_on_two_nodes_add_a_difference_once() {
+        use slotted_tests::forum::{self, ForumPost};
+        let Some(cluster) = Cluster::migrated_with("follow_two_repairs", true) else {
+            return;
+        };
+        let mut setup = cluster.open(0);
+        forum::create_tables(&mut setup);
+        setup
+            .batch_execute(
+                "INSERT INTO forum_posts (id, community_id) VALUES (1, 1);
+                 INSERT INTO comments (post_id, author_id) VALUES (1, 1), (1, 2);",
+            )
+            .unwrap();
+        setup.run_pending_migrations(forum::migrations()).unwrap();
+        // A drift of +5, in a row of every node's first slots, so that each node's repair
+        // meets its node's hold whichever slot it writes.
+        setup
+            .batch_execute(
+                "INSERT INTO forum_posts_comments_slots (record_id, slot, count) VALUES
+                     (1, 0, 5), (1, 1, 0), (1, 2, 0), (1, 3, 0), (1, 4, 0), (1, 5, 0)
+                 ON DUPLICATE KEY UPDATE count = count + VALUES(count)",
+            )
+            .unwrap();
+        let nodes = [0, 1];
+        let mut holders: Vec<MysqlConnection> = nodes.iter().map(|&n| cluster.open(n)).collect();
+        for holder in &mut holders {
+            holder
+                .batch_execute(
+                    "BEGIN; SELECT count FROM forum_posts_comments_slots WHERE record_id = 1 \
+                     FOR UPDATE",
+                )
+                .unwrap();
+        }
+        std::thread::scope(|scope| {
+            let repairs: Vec<_> = nodes
+                .iter()
+                .map(|&n| {
+                    let cluster = &cluster;
+                    scope.spawn(move || {
+                        forum::forum_posts_comments_slots::table
+                            .repair_follow_all(10, &mut cluster.open(n))
+                            .unwrap()
+                    })
+                })
+                .collect();
+            // Each repair waits on its node's hold: a statement running half a second.
+            for &n in &nodes {
+                let mut probe = cluster.open(n);
+                let started = std::time::Instant::now();
+                while probe.query_i64(
+                    "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.PROCESSLIST \
+                     WHERE DB = DATABASE() AND COMMAND IN ('Query', 'Execute') \
+                     AND ID <> CONNECTION_ID() AND TIME_MS > 500",
+                ) < 1
+                {
+                    assert!(
+                        started.elapsed() < std::time::Duration::from_secs(30),
+                        "node {}: the repair never waited on the hold",
+                        n + 1
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+            for holder in &mut holders {
+                holder.batch_execute("COMMIT").unwrap();
+            }
+            let repaired: u64 = repairs
+                .into_iter()
+                .map(|r| r.join().unwrap().repaired)
+                .sum();
+            assert_eq!(repaired, 1, "one of the two repairs adds the difference");
+        });
+        let totals = cluster.same_everywhere("post 1's comments", |c| {
+            ForumPost::comments_of(1).total(c).unwrap()
+        });
+        assert_eq!(totals, 2);
     }
 
     /// The same interleaving with `absorb`, which moves an adopted column into the slots: a

@@ -31,6 +31,7 @@ backend_tests! {
     concurrent_writers_write_distinct_slots,
     concurrent_writers_beside_compaction_count_exactly_under_a_foreign_key,
     a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once_under_a_foreign_key,
+    two_repairs_of_one_drifted_record_add_its_difference_once,
     ],
     postgres: [a_foreign_key_the_insert_relies_on_is_reported_once_gone],
 }
@@ -1540,4 +1541,254 @@ fn a_foreign_key_the_insert_relies_on_is_reported_once_gone<C: TestConnection>(t
         "{report:?}"
     );
     assert_exact(&mut conn, "the migration run again without the key");
+}
+
+/// Two repairs of one record that drifted by +5, each reading the drift before either wrote:
+/// the record must end exact, not 5 under. Written down as it happened in a storm of cut-off
+/// repairs (`cut_offs`): a repair read a page, then added each difference in a statement of its
+/// own, so two repairs both added -5. Here a session of the test holds every slot row of the
+/// record; both repairs are let go once both wait on it.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+fn two_repairs_of_one_drifted_record_add_its_difference_once<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    migrate(&mut conn);
+    for i in 0..20 {
+        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
+    }
+    let posts = forum::forum_posts_comments_slots::table;
+    // Every slot row of post 2, so that a repair's add into its own slot meets the hold.
+    let rows: Vec<String> = (0..16).map(|slot| format!("(2, {slot}, 0)")).collect();
+    let (ignore, on_conflict) = match C::NAME {
+        "mysql" => (" IGNORE", ""),
+        _ => ("", " ON CONFLICT DO NOTHING"),
+    };
+    run(
+        &mut conn,
+        &format!(
+            "INSERT{ignore} INTO forum_posts_comments_slots (record_id, slot, count) VALUES {}{on_conflict}",
+            rows.join(", ")
+        ),
+    );
+    run(
+        &mut conn,
+        "UPDATE forum_posts_comments_slots SET count = count + 5 WHERE record_id = 2 AND slot = 0",
+    );
+    let mut holder = C::open(&db.url);
+    run(&mut holder, "BEGIN");
+    run(
+        &mut holder,
+        "SELECT count FROM forum_posts_comments_slots WHERE record_id = 2 FOR UPDATE",
+    );
+    // Sessions of this database waiting for a row lock.
+    let waiting = match C::NAME {
+        "postgres" => "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = \
+                       current_database() AND wait_event_type = 'Lock'"
+            .to_owned(),
+        // A statement running half a second: the hold is all that is in its way.
+        _ => "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM information_schema.PROCESSLIST \
+              WHERE DB = DATABASE() AND COMMAND IN ('Query', 'Execute') \
+              AND ID <> CONNECTION_ID() AND TIME_MS > 500"
+            .to_owned(),
+    };
+    std::thread::scope(|scope| {
+        let repairs: Vec<_> = (0..2)
+            .map(|_| {
+                let url = &db.url;
+                scope.spawn(move || {
+                    let mut conn = C::open(url);
+                    posts.repair_follow_all(10, &mut conn).unwrap()
+                })
+            })
+            .collect();
+        let started = std::time::Instant::now();
+        while conn.query_i64(&waiting) < 2 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "{}: the two repairs never both waited on the held rows",
+                C::NAME
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        run(&mut holder, "COMMIT");
+        let repaired: u64 = repairs
+            .into_iter()
+            .map(|r| r.join().unwrap().repaired)
+            .sum();
+        assert_eq!(repaired, 1, "{}: one repair adds the difference", C::NAME);
+    });
+    assert_exact(&mut conn, "two repairs of post 2");
+}
+
+#[cfg(feature = "async")]
+mod cut_offs {
+    use slotted_core::CounterMaintenance;
+    use slotted_tests::asynch::AsyncTestConnection;
+    use slotted_tests::forum::forum_posts_comments_slots;
+    use slotted_tests::TestConnection;
+
+    use super::{counted, expected, insert_comment, migrate, run, setup, AUTHORS, POSTS};
+
+    slotted_tests::async_backend_tests! {
+        all: [repairs_cut_off_at_any_point_fix_a_record_whole_or_not_at_all],
+    }
+
+    /// Tasks cut off by a timeout somewhere in their call, on bb8 connections: repairs of a
+    /// drift of +5 on every post (in pages of 2 records, so that a repair is several
+    /// transactions), beside comments inserted, soft-deleted and restored. First none of the
+    /// repairs is given long enough to end, so that none can hide what another left half done:
+    /// every post ends exact or still 5 over, never anything else. Then some are given long
+    /// enough: the posts end exact, with no last repair.
+    async fn repairs_cut_off_at_any_point_fix_a_record_whole_or_not_at_all<A>(test: &str)
+    where
+        A: AsyncTestConnection,
+        for<'a> A::Bb8Conn<'a>:
+            slotted_core::PooledAsyncConnection + diesel_async::SimpleAsyncConnection,
+    {
+        use std::time::Duration;
+        let test = format!("async_{test}");
+        let Some((db, mut sync)) = setup::<A::Sync>(&test) else {
+            return;
+        };
+        migrate(&mut sync);
+        for i in 0..20 {
+            insert_comment(&mut sync, Some(POSTS[i % 5]), AUTHORS[i % 3]);
+        }
+        // Counts written behind the triggers' back: every post 5 over.
+        for post in POSTS {
+            run(
+                &mut sync,
+                &format!(
+                    "UPDATE forum_posts_comments_slots SET count = count + 5 WHERE record_id = \
+                     {post} AND slot = (SELECT MIN(slot) FROM (SELECT slot FROM \
+                     forum_posts_comments_slots WHERE record_id = {post}) AS s)"
+                ),
+            );
+        }
+        let pool = A::bb8(&db.url, 6).await;
+        let mut warm = Vec::new();
+        for _ in 0..6 {
+            warm.push(A::bb8_get(&pool).await);
+        }
+        drop(warm);
+        let name = <A::Sync as TestConnection>::NAME;
+        // From well under a round trip to many of them, under a repair's length.
+        let (ended, cut_off) = storm::<A>(&pool, 150, |i| {
+            Duration::from_micros(20 + (i * 97) % 10_000)
+        })
+        .await;
+        let (counts, child_rows) = (settled(&mut sync).await, expected(&mut sync));
+        let over: Vec<i64> = POSTS
+            .iter()
+            .map(|post| counts.post_comments[post] - child_rows.post_comments[post])
+            .collect();
+        assert!(
+            over.iter().all(|&o| o == 0 || o == 5),
+            "{name}: posts over their comments by {over:?} after {ended} repairs that ended \
+             and {cut_off} cut off"
+        );
+        // The other counters of the comments were never repaired, and the triggers kept them.
+        assert_eq!(
+            (
+                &counts.author_comments,
+                counts.site,
+                &counts.community_comments
+            ),
+            (
+                &child_rows.author_comments,
+                child_rows.site,
+                &child_rows.community_comments
+            )
+        );
+        assert!(
+            cut_off > 0,
+            "{name}: {ended} repairs ended, {cut_off} cut off"
+        );
+        // Then one repair in five is given 30 s, the others up to 200 ms.
+        let (ended, cut_off) = storm::<A>(&pool, 150, |i| {
+            if i % 15 == 0 {
+                Duration::from_secs(30)
+            } else {
+                Duration::from_micros(20 + (i * 1_297) % 200_000)
+            }
+        })
+        .await;
+        assert!(
+            ended > 0,
+            "{name}: {ended} repairs ended, {cut_off} cut off"
+        );
+        assert_eq!(settled(&mut sync).await, expected(&mut sync), "{name}");
+    }
+
+    /// `tasks` tasks on `pool`, task `i` cut off after `limit(i)`: one in three repairs the
+    /// posts' comments, the others insert a comment or flip one's `deleted`. How many repairs
+    /// ended, and how many were cut off.
+    async fn storm<A>(
+        pool: &A::Bb8,
+        tasks: u64,
+        limit: impl Fn(u64) -> std::time::Duration,
+    ) -> (u64, u64)
+    where
+        A: AsyncTestConnection,
+        for<'a> A::Bb8Conn<'a>:
+            slotted_core::PooledAsyncConnection + diesel_async::SimpleAsyncConnection,
+    {
+        let mut handles = Vec::new();
+        for i in 0..tasks {
+            let (pool, limit) = (pool.clone(), limit(i));
+            handles.push(tokio::spawn(async move {
+                // A query cut off mid-flight leaves a MySQL connection out of step:
+                // `CancelGuard` closes a connection whose call was cut off.
+                let mut conn = slotted_core::CancelGuard::new(A::bb8_get(&pool).await);
+                let post = i % 5 + 1;
+                let write = match i % 3 {
+                    1 => format!("INSERT INTO comments (post_id, author_id) VALUES ({post}, 1)"),
+                    _ => format!(
+                        "UPDATE comments SET deleted = NOT deleted WHERE id = {}",
+                        i % 20 + 1
+                    ),
+                };
+                let work = async {
+                    if i % 3 == 0 {
+                        conn.run(|c| {
+                            forum_posts_comments_slots::table.repair_follow_all_async(2, c)
+                        })
+                        .await
+                        .map(|_| ())
+                    } else {
+                        conn.run(|c| diesel_async::SimpleAsyncConnection::batch_execute(c, &write))
+                            .await
+                            .map_err(slotted_core::Error::from)
+                    }
+                };
+                match tokio::time::timeout(limit, work).await {
+                    Ok(Ok(())) => (i % 3 == 0, false),
+                    Ok(Err(e)) if e.to_string().contains("database is locked") => (false, false),
+                    Ok(Err(e)) => panic!("a call that ran to its end failed: {e}"),
+                    Err(_) => (false, i % 3 == 0),
+                }
+            }));
+        }
+        let (mut ended, mut cut_off) = (0, 0);
+        for handle in handles {
+            let (e, c) = handle.await.unwrap();
+            ended += u64::from(e);
+            cut_off += u64::from(c);
+        }
+        (ended, cut_off)
+    }
+
+    /// The counts once they stop moving: a cut-off statement may still be running.
+    async fn settled<C: TestConnection>(conn: &mut C) -> super::Counts {
+        let mut counts = counted(conn);
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let again = counted(conn);
+            if again == counts {
+                return counts;
+            }
+            counts = again;
+        }
+    }
 }

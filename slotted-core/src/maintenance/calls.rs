@@ -323,12 +323,13 @@ pub trait CounterMaintenance: CounterTable {
     }
 
     /// [`verify_follow_all`](Self::verify_follow_all), and each record found drifting gets the
-    /// difference added to the session's writer slot (as a trigger of this session writes;
-    /// on Galera the node's own share; the session takes a writer index for it, as a writer
-    /// does), so that its count equals its child rows again: an add
-    /// like any writer's, so writers go on meanwhile (what they change moves the count and the
-    /// child rows alike). Run it after the triggers are back (`report.triggers_enabled ==
-    /// report.triggers_expected`), or the drift comes back.
+    /// difference added to its row of the slot just past the writers' (slot `slots`, which no
+    /// writer writes; the next compaction settles it), so that its count equals its child rows
+    /// again. Each page's drifted records are repaired
+    /// in a short transaction that locks their rows and reads them again: writers go on
+    /// meanwhile (what they change moves the count and the child rows alike), and two repairs of
+    /// one record add its difference once. Run it after the triggers are back
+    /// (`report.triggers_enabled == report.triggers_expected`), or the drift comes back.
     fn repair_follow_all<C: CounterConnection>(
         self,
         batch: usize,

@@ -5,9 +5,10 @@
 //! not see: triggers disabled for a bulk load (PostgreSQL's `session_replication_role =
 //! replica` does that too), dropped, or rows written before they existed by another path.
 //!
-//! The repair adds each record's difference to the session's writer slot: an add like any
-//! writer's, so writers go on meanwhile, and what they change moves the count and the child
-//! rows alike.
+//! The repair adds each record's difference to its row of the slot past the writers', in a
+//! transaction that locks the record's rows and reads its page again ([`repair_page`]):
+//! writers go on meanwhile, and what they change moves the count and the child rows alike; two
+//! repairs add a difference once.
 
 use std::marker::PhantomData;
 
@@ -17,12 +18,12 @@ use crate::follow::{trigger_name, trigger_names};
 use crate::key::RawKey;
 use crate::migration::via_owner;
 use crate::reports::{Drift, FollowReport};
-use crate::slot::SlotStrategy;
 use crate::sql::follow::{
     pg_foreign_key, EnabledTriggers, ForeignKeyGone, PageBound, VerifyPage, VerifyRow, Which,
 };
+use crate::sql::maintenance::{InsertRows, OnConflict, RowCount};
 use crate::sql::write::AddToSlot;
-use crate::sql::{ByText, Sum};
+use crate::sql::{ByText, SlotValue, Sum};
 
 /// Verifies every record of `T` (a counter that follows a child table), in pages of `batch`
 /// records, and with `repair` adds each difference found to the record's row of the session's
@@ -113,6 +114,7 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
         let rows: Vec<VerifyRow> = crate::exec::load_keyed(exec, page, spec.key_column_kinds())
             .await
             .map_err(|e| database_error(spec, e))?;
+        let mut drifted = Vec::new();
         for row in &rows {
             report.records += 1;
             let counted = parse_total(spec, &row.key, row.have.0.clone())?;
@@ -129,30 +131,11 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
                 });
             }
             if repair {
-                // A difference past i64: left drifted, and reported.
-                let Some(delta) = child_rows.checked_sub(counted) else {
-                    continue;
-                };
-                // Into this session's writer slot, as a trigger of this session would write
-                // (on Galera, the node's own share: no other node's writer meets the add in
-                // certification).
-                let add = AddToSlot {
-                    spec,
-                    key: row.key.as_value(),
-                    bucket: 0,
-                    slot: SlotStrategy::Connection.slot_value(spec.slots, dialect),
-                    delta,
-                    cache: PhantomData::<ByText>,
-                };
-                let written = crate::count::upsert(exec, add)
-                    .await
-                    .map_err(|e| database_error(spec, e))?;
-                // 0 rows: the upsert's overflow guard (PostgreSQL, SQLite) kept a slot that the
-                // difference would carry past BIGINT. The record stays drifted, and reported.
-                if written > 0 {
-                    report.repaired += 1;
-                }
+                drifted.push(row.key.clone());
             }
+        }
+        if !drifted.is_empty() {
+            report.repaired += repair_page(exec, page, &drifted).await?;
         }
         after = match (rows.len() < limit as usize, upper) {
             // Fewer keys than asked up to the bound: every key up to it is verified.
@@ -161,6 +144,89 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
             (false, _) => rows.last().map(|row| row.key.clone()),
         };
     }
+}
+
+/// The slot a repair adds into: the first past the writers' (`slots`), which no writer writes,
+/// outside the settled slot, so that the next pass compacts the record and rolls it up.
+fn repair_slot(spec: &crate::table::CounterSpec) -> i16 {
+    i16::try_from(spec.slots).unwrap_or(i16::MAX)
+}
+
+/// Repairs the records of `keys`, found drifted by a read of `page`, in a transaction of its own
+/// (a savepoint inside the caller's): their rows of the [`repair_slot`] made where missing and
+/// every row of them locked, in key order, then the page read again, and each of them whose
+/// count still differs from its child rows given the difference, in that row. How many it
+/// repaired.
+///
+/// A second repair of the same records (another maintainer, a call beside it) waits for the
+/// locks, then reads this one's add: each difference is added once. Without them two repairs
+/// that both read a difference before either wrote added it twice
+/// (`two_repairs_of_one_drifted_record_add_its_difference_once`). Writers go on meanwhile: a
+/// trigger that meets a locked row waits for the commit, and the page, one statement, reads
+/// each child row and its count together. SQLite's transaction holds the write lock, which is
+/// the lock. The repair slot is no writer's: on Galera a repair meets no writer in
+/// certification, and two nodes that repair one record write the same row, so that one of
+/// them commits and the other runs again.
+async fn repair_page<E: Exec>(exec: &mut E, page: VerifyPage<'_>, keys: &[RawKey]) -> Result<u64> {
+    let spec = page.spec;
+    let dialect = <E::Backend as crate::dialect::CounterBackend>::DIALECT;
+    let slot = repair_slot(spec);
+    let done = crate::retry::retried_transaction!(
+        exec,
+        MAINTENANCE_RETRY,
+        crate::retry::lost_a_deadlock,
+        async {
+            let values: Vec<KeyValue<'_>> = keys.iter().map(RawKey::as_value).collect();
+            if dialect != crate::dialect::Dialect::Sqlite {
+                for chunk in values.chunks(MAINTENANCE_BATCH) {
+                    let settled: Vec<RowCount<'_>> = chunk
+                        .iter()
+                        .map(|&key| (key, 0, SlotValue::Bound(slot), 0))
+                        .collect();
+                    let insert = InsertRows {
+                        spec,
+                        rows: &settled,
+                        on_conflict: OnConflict::Skip,
+                    };
+                    exec.execute(insert)
+                        .await
+                        .map_err(|e| database_error(spec, e))?;
+                    fold::take_rows(exec, crate::sql::Scope::new(spec, chunk), false).await?;
+                }
+            }
+            let rows: Vec<VerifyRow> = crate::exec::load_keyed(exec, page, spec.key_column_kinds())
+                .await
+                .map_err(|e| database_error(spec, e))?;
+            let mut repaired = 0;
+            for row in rows.iter().filter(|row| keys.contains(&row.key)) {
+                let counted = parse_total(spec, &row.key, row.have.0.clone())?;
+                let child_rows = parse_total(spec, &row.key, row.want.0.clone())?;
+                // Repaired meanwhile, or a difference past i64 (left drifted, and reported).
+                let Some(delta) = child_rows.checked_sub(counted).filter(|&d| d != 0) else {
+                    continue;
+                };
+                let add = AddToSlot {
+                    spec,
+                    key: row.key.as_value(),
+                    bucket: 0,
+                    slot: SlotValue::Bound(slot),
+                    delta,
+                    cache: PhantomData::<ByText>,
+                };
+                let written = crate::count::upsert(exec, add)
+                    .await
+                    .map_err(|e| database_error(spec, e))?;
+                // 0 rows: the upsert's overflow guard (PostgreSQL, SQLite) kept a row that the
+                // difference would carry past BIGINT. The record stays drifted, and reported.
+                if written > 0 {
+                    repaired += 1;
+                }
+            }
+            Ok::<u64, crate::Error>(repaired)
+        }
+    );
+    done.map(|done| done.value)
+        .map_err(|e| fold::in_context(spec, e))
 }
 
 /// The most records a verify page reads.
