@@ -49,9 +49,12 @@ pub(super) fn backfills(followers: &Followers, dialect: Dialect) -> String {
         .collect()
 }
 
-/// `INSERT INTO t (record_id…, slot, count) SELECT <key of alias>, 0, SUM(delta) FROM child
-/// WHERE <counts> GROUP BY <key> HAVING SUM(delta) <> 0`: the counts of the rows already there,
-/// in slot 0. On MySQL the child table is named, not aliased: `LOCK TABLES` holds the name.
+/// `INSERT INTO t (record_id…, slot, count) SELECT <key of alias>, <slots>, SUM(delta) FROM
+/// child WHERE <counts> GROUP BY <key> HAVING SUM(delta) <> 0`: the counts of the rows already
+/// there, in the slot just past the writers' (the repair's): on Galera, whose table locks are
+/// each node's own, it meets no writer of another node in certification (slot 0 is the first
+/// writer's of the node of offset 1). On MySQL the child table is named, not aliased: `LOCK
+/// TABLES` holds the name.
 fn backfill(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> String {
     let q = |ident: &str| quote(dialect, ident);
     let alias = q(follow.table);
@@ -65,7 +68,7 @@ fn backfill(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> String
     };
     format!(
         "INSERT INTO {table} ({columns}, {slot}, {count})\n\
-         SELECT {keys}, 0, SUM({delta}) FROM {child}{join}\n\
+         SELECT {keys}, {slots}, SUM({delta}) FROM {child}{join}\n\
          WHERE {counts}\n\
          {group_by}\
          HAVING SUM({delta}) <> 0;\n",
@@ -77,6 +80,7 @@ fn backfill(spec: &CounterSpec, follow: &FollowSpec, dialect: Dialect) -> String
             .collect::<Vec<_>>()
             .join(", "),
         slot = q("slot"),
+        slots = spec.slots,
         count = q("count"),
         child = q(follow.table),
         join = follow.join_sql(&alias, q),
