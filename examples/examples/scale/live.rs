@@ -207,6 +207,7 @@ pub fn run<C: Server + Send>(
     let passes = [AtomicU64::new(0), AtomicU64::new(0)];
     let (maintainer_worst, maintainer_over) = (Mutex::new(Duration::ZERO), Mutex::new(0u64));
     let maintainer_steady: Mutex<Option<Duration>> = Mutex::new(None);
+    let maintainer_last: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let result: Result<(), BoxError> = std::thread::scope(|s| {
         let mut threads = Vec::new();
         for writer in 0..live.writers {
@@ -242,7 +243,7 @@ pub fn run<C: Server + Send>(
         }
         let (passes, stop) = (&passes, &stop);
         let (maintainer_worst, maintainer_over) = (&maintainer_worst, &maintainer_over);
-        let maintainer_steady = &maintainer_steady;
+        let (maintainer_steady, maintainer_last) = (&maintainer_steady, &maintainer_last);
         threads.push(s.spawn(move || -> Result<(), BoxError> {
             let mut conn = C::establish(url)?;
             while Instant::now() < end && !stop.load(Ordering::Relaxed) {
@@ -306,6 +307,17 @@ pub fn run<C: Server + Send>(
                     }
                     let start = at_slotted.unwrap_or_default();
                     passes[0].fetch_add(report.passes - start.passes, Ordering::Relaxed);
+                    // What its last pass did, job by job: how much a pass of this load holds.
+                    let last: Vec<String> = report
+                        .jobs
+                        .iter()
+                        .map(|j| format!("{}: {}", j.name, j.last.as_deref().unwrap_or("no run")))
+                        .collect();
+                    maintainer_last.lock().expect("one thread").push(format!(
+                        "{} passes; the last: {}",
+                        report.passes,
+                        last.join("; ")
+                    ));
                     let mut worst = maintainer_worst.lock().expect("one thread");
                     *worst = (*worst).max(worst_in_window);
                     if let Some(steady) = worst_steady {
@@ -397,7 +409,8 @@ pub fn run<C: Server + Send>(
              with full_pass_at_start(false), stopped after the slotted window that follows); \
              in the slotted windows: {} passes, worst staleness {:?}, {} passes over the bound; \
              from the third pass that ended in a slotted window on (the first two carry the \
-             backlog of the window before the warm-up): worst staleness {}",
+             backlog of the window before the warm-up): worst staleness {}; each maintainer's \
+             life (a warm-up and a slotted window): {}",
             passes[0].load(Ordering::Relaxed),
             maintainer_worst.into_inner().expect("the threads are done"),
             maintainer_over.into_inner().expect("the threads are done"),
@@ -408,6 +421,10 @@ pub fn run<C: Server + Send>(
                     "none (fewer than 3 passes ended in a window)".to_owned(),
                     |w| { format!("{w:?}") }
                 ),
+            maintainer_last
+                .into_inner()
+                .expect("the threads are done")
+                .join(" | "),
         ),
         None => format!(
             "looping: compact_all, refresh_cache_all (batches of {MAINTENANCE_BATCH}), \
