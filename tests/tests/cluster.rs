@@ -1483,17 +1483,7 @@ mod galera {
         let Some(cluster) = Cluster::migrated_with("follow_repair_certification", true) else {
             return;
         };
-        let mut setup = cluster.open(0);
-        forum::create_tables(&mut setup);
-        setup
-            .batch_execute(
-                "INSERT INTO forum_posts (id, community_id) VALUES (1, 1);
-                 INSERT INTO comments (post_id, author_id) VALUES (1, 1), (1, 2);",
-            )
-            .unwrap();
-        setup
-            .run_pending_migrations(forum::migrations().backfill(slotted_core::Backfill::Online))
-            .expect("the follow migrations, online, from node 1");
+        post_with_two_comments(&cluster, slotted_core::Backfill::Online);
         let first = cluster.node_of_slot_0();
         let mut writer = cluster.open(first);
         writer
@@ -1522,6 +1512,27 @@ mod galera {
         assert_eq!(totals, 3);
     }
 
+    /// The forum's tables with post 1 and two comments on it, and the follow migrations run
+    /// from node 1 with `backfill`: node 1's connection.
+    fn post_with_two_comments(
+        cluster: &Cluster,
+        backfill: slotted_core::Backfill,
+    ) -> MysqlConnection {
+        use slotted_tests::forum;
+        let mut setup = cluster.open(0);
+        forum::create_tables(&mut setup);
+        setup
+            .batch_execute(
+                "INSERT INTO forum_posts (id, community_id) VALUES (1, 1);
+                 INSERT INTO comments (post_id, author_id) VALUES (1, 1), (1, 2);",
+            )
+            .unwrap();
+        setup
+            .run_pending_migrations(forum::migrations().backfill(backfill))
+            .expect("the follow migrations, from node 1");
+        setup
+    }
+
     /// Two repairs of one drifted post, on two nodes, each let go once it waits on a session of
     /// the test that holds the post's rows on its node (a lock is a node's own): both read the
     /// drift before either commits. Each adds the difference to the post's row of the slot past
@@ -1535,15 +1546,7 @@ mod galera {
         let Some(cluster) = Cluster::migrated_with("follow_two_repairs", true) else {
             return;
         };
-        let mut setup = cluster.open(0);
-        forum::create_tables(&mut setup);
-        setup
-            .batch_execute(
-                "INSERT INTO forum_posts (id, community_id) VALUES (1, 1);
-                 INSERT INTO comments (post_id, author_id) VALUES (1, 1), (1, 2);",
-            )
-            .unwrap();
-        setup.run_pending_migrations(forum::migrations()).unwrap();
+        let mut setup = post_with_two_comments(&cluster, slotted_core::Backfill::Locked);
         // A drift of +5, in a row of every node's first slots, so that each node's repair
         // meets its node's hold whichever slot it writes.
         setup
