@@ -11,7 +11,6 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use diesel::connection::SimpleConnection;
 use diesel::r2d2::R2D2Connection;
 use slotted_core::{buffer::BufferConfig, buffer::CounterBuffer, buffer::WhenFull, Error};
 use slotted_tests::lifecycle::{Download, Video};
@@ -436,6 +435,7 @@ fn a_killed_session_keeps_its_deltas_and_recovers<C: TestConnection + R2D2Connec
 #[test]
 #[cfg(feature = "sqlite")]
 fn the_flush_log_is_a_diesel_cli_folder_too() {
+    use diesel::connection::SimpleConnection;
     let dir = std::env::temp_dir().join(format!("slotted-flush-log-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let migrations = slotted_core::CounterMigrations::new().with_buffer();
