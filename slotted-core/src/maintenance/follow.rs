@@ -26,8 +26,7 @@ use crate::sql::write::AddToSlot;
 use crate::sql::{ByText, SlotValue, Sum};
 
 /// Verifies every record of `T` (a counter that follows a child table), in pages of `batch`
-/// records, and with `repair` adds each difference found to the record's row of the session's
-/// writer slot.
+/// records, and with `repair` repairs each page's drifted records ([`repair_page`]).
 pub(super) async fn verify_all<T: CounterTable, E: Exec>(
     exec: &mut E,
     batch: usize,
@@ -181,13 +180,13 @@ async fn repair_page<E: Exec>(exec: &mut E, page: VerifyPage<'_>, keys: &[RawKey
             let values: Vec<KeyValue<'_>> = keys.iter().map(RawKey::as_value).collect();
             if dialect != crate::dialect::Dialect::Sqlite {
                 for chunk in values.chunks(MAINTENANCE_BATCH) {
-                    let settled: Vec<RowCount<'_>> = chunk
+                    let repair_rows: Vec<RowCount<'_>> = chunk
                         .iter()
                         .map(|&key| (key, 0, SlotValue::Bound(slot), 0))
                         .collect();
                     let insert = InsertRows {
                         spec,
-                        rows: &settled,
+                        rows: &repair_rows,
                         on_conflict: OnConflict::Skip,
                     };
                     exec.execute(insert)
