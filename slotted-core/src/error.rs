@@ -174,6 +174,25 @@ pub enum Error {
         source: Box<Error>,
     },
 
+    /// A call that must run outside a transaction of the caller's was made inside one, and
+    /// refused before it read or wrote anything: `repair_follow_all` on MySQL and MariaDB,
+    /// whose reads inside a `REPEATABLE READ` transaction (their default) see its snapshot,
+    /// which may predate another repair of the same records: the difference would be added
+    /// twice. Call it on a connection outside a transaction.
+    #[error(
+        "counter `{counter}` (table `{table}`): {call} must run outside a transaction: {reason}"
+    )]
+    InTransaction {
+        /// The counter, as `Model.counter`.
+        counter: String,
+        /// The counter's table.
+        table: &'static str,
+        /// The call refused.
+        call: &'static str,
+        /// Why it cannot run inside one.
+        reason: &'static str,
+    },
+
     /// Writing diesel CLI migration folders failed. Nothing that was there before was changed.
     #[error("migration folder `{}`: {reason}", path.display())]
     MigrationFolder {

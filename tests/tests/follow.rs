@@ -32,6 +32,7 @@ backend_tests! {
     concurrent_writers_beside_compaction_count_exactly_under_a_foreign_key,
     a_post_moved_while_a_comment_is_added_to_it_counts_the_comment_once_under_a_foreign_key,
     two_repairs_of_one_drifted_record_add_its_difference_once,
+    a_repair_in_a_transaction_whose_snapshot_predates_another_repair_adds_nothing_twice,
     ],
     postgres: [a_foreign_key_the_insert_relies_on_is_reported_once_gone],
 }
@@ -1619,6 +1620,84 @@ fn two_repairs_of_one_drifted_record_add_its_difference_once<C: TestConnection>(
         assert_eq!(repaired, 1, "{}: one repair adds the difference", C::NAME);
     });
     assert_exact(&mut conn, "two repairs of post 2");
+}
+
+/// A repair inside a transaction of the caller's whose snapshot was taken before another
+/// repair fixed the same record: it must not read the drift as its snapshot saw it and add the
+/// difference a second time. PostgreSQL (`REPEATABLE READ`, as the caller chose it) refuses
+/// with a serialization failure; MySQL and MariaDB (whose default is `REPEATABLE READ`) refuse
+/// a repair inside a transaction of the caller's. Either way nothing is added twice.
+fn a_repair_in_a_transaction_whose_snapshot_predates_another_repair_adds_nothing_twice<
+    C: TestConnection,
+>(
+    test: &str,
+) {
+    let Some((db, mut conn)) = setup::<C>(test) else {
+        return;
+    };
+    migrate(&mut conn);
+    for i in 0..20 {
+        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
+    }
+    let posts = forum::forum_posts_comments_slots::table;
+    // Post 2 drifted: 5 more than its comments.
+    let (ignore, on_conflict) = match C::NAME {
+        "mysql" => (" IGNORE", ""),
+        _ => ("", " ON CONFLICT DO NOTHING"),
+    };
+    run(
+        &mut conn,
+        &format!(
+            "INSERT{ignore} INTO forum_posts_comments_slots (record_id, slot, count) \
+             VALUES (2, 0, 0){on_conflict}"
+        ),
+    );
+    run(
+        &mut conn,
+        "UPDATE forum_posts_comments_slots SET count = count + 5 WHERE record_id = 2 AND slot = 0",
+    );
+    let mut caller = C::open(&db.url);
+    if C::NAME == "postgres" {
+        // The caller's own choice of isolation for the transaction below.
+        run(
+            &mut caller,
+            "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        );
+    }
+    let outcome = caller.transaction(|caller| {
+        // The caller's snapshot: the drift of post 2 as it is now.
+        let before = caller
+            .query_i64("SELECT COUNT(*) AS n FROM forum_posts_comments_slots WHERE record_id = 2");
+        assert!(before > 0, "{}: post 2 has slot rows", C::NAME);
+        // Another repair fixes post 2 and commits.
+        let mut other = C::open(&db.url);
+        assert_eq!(
+            posts.repair_follow_all(10, &mut other).unwrap().repaired,
+            1,
+            "{}: the other repair fixes post 2",
+            C::NAME
+        );
+        assert_exact(&mut other, "the other repair");
+        posts.repair_follow_all(10, caller)
+    });
+    match (C::NAME, outcome) {
+        (_, Ok(report)) => panic!(
+            "{}: a repair in a transaction whose snapshot predates another repair ran: {report:?}",
+            C::NAME
+        ),
+        ("postgres", Err(e)) => assert_eq!(
+            e.failure(),
+            slotted_core::Failure::RolledBack,
+            "{}: a serialization failure: {e}",
+            C::NAME
+        ),
+        (_, Err(e)) => assert!(
+            e.to_string().contains("outside a transaction"),
+            "{}: the refusal says what to do: {e}",
+            C::NAME
+        ),
+    }
+    assert_exact(&mut conn, "a repair in a stale transaction");
 }
 
 #[cfg(feature = "async")]

@@ -329,7 +329,10 @@ pub trait CounterMaintenance: CounterTable {
     /// in a short transaction that locks their rows and reads them again: writers go on
     /// meanwhile (what they change moves the count and the child rows alike), and two repairs of
     /// one record add its difference once. Run it after the triggers are back
-    /// (`report.triggers_enabled == report.triggers_expected`), or the drift comes back.
+    /// (`report.triggers_enabled == report.triggers_expected`), or the drift comes back. On
+    /// MySQL and MariaDB, outside a transaction of yours: inside one its reads would see your
+    /// snapshot, which may predate another repair, and it is refused
+    /// ([`Error::InTransaction`](crate::Error::InTransaction)).
     fn repair_follow_all<C: CounterConnection>(
         self,
         batch: usize,

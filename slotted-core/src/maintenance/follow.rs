@@ -38,6 +38,7 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
     };
     if repair {
         refuse_read_only(exec, spec).await?;
+        refuse_stale_snapshot(exec, spec)?;
     }
     let names = trigger_names(follow.table);
     // Through a table between: its triggers too, which keep the count when its rows move.
@@ -143,6 +144,29 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
             (false, _) => rows.last().map(|row| row.key.clone()),
         };
     }
+}
+
+/// MySQL and MariaDB: a repair inside a transaction of the caller's is refused. Their plain
+/// reads there see the transaction's snapshot (`REPEATABLE READ`, their default), taken at its
+/// first read, which may predate another repair of the same records: the repair would read the
+/// drift that repair already fixed and add the difference again
+/// (`a_repair_in_a_transaction_whose_snapshot_predates_another_repair_adds_nothing_twice`).
+/// In a transaction of its own the page is read again once its rows are locked, and so sees
+/// every repair before it. PostgreSQL reads each statement afresh (`READ COMMITTED`), or,
+/// under a caller's `REPEATABLE READ`, fails the lock on a row changed since its snapshot (a
+/// serialization failure); SQLite lets one writer in, and a stale reader cannot write.
+fn refuse_stale_snapshot<E: Exec>(exec: &mut E, spec: &crate::table::CounterSpec) -> Result<()> {
+    let dialect = <E::Backend as crate::dialect::CounterBackend>::DIALECT;
+    if dialect != crate::dialect::Dialect::Mysql || !exec.in_transaction() {
+        return Ok(());
+    }
+    Err(crate::Error::InTransaction {
+        counter: spec.qualified_name(),
+        table: spec.table,
+        call: "repair_follow_all",
+        reason: "on MySQL and MariaDB its reads would see the transaction's snapshot, which may \
+                 predate another repair of the same records, and add their difference again",
+    })
 }
 
 /// The slot a repair adds into: the first past the writers' (`slots`), which no writer writes,
