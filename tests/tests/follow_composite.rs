@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use diesel::connection::SimpleConnection;
 use slotted_core::{CounterMaintenance, SlottedCounter};
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 
