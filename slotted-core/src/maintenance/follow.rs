@@ -85,9 +85,9 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
         }
     }
     let limit = i64::try_from(batch.clamp(1, MAX_PAGE)).unwrap_or(1);
-    // A one-column key: each page bounded above, so that it reads a range of child rows (a
-    // composite key reads every child row after the page's first, as one record does).
-    let bounded = spec.key_columns().len() == 1 && follow.record.is_none();
+    // Each page bounded above, so that it reads a range of child rows (one record: all of
+    // them, on one page).
+    let bounded = follow.record.is_none();
     let mut after: Option<RawKey> = None;
     loop {
         let upper: Option<RawKey> = if bounded {

@@ -32,8 +32,8 @@ pub(crate) struct VerifyPage<'a> {
     pub spec: &'a CounterSpec,
     pub follow: &'a FollowSpec,
     pub after: Option<KeyValue<'a>>,
-    /// The page's last key at most ([`PageBound`]): both sides read a range of keys, not
-    /// every key after `after`. A one-column key only.
+    /// The most the page's keys' first column reaches ([`PageBound`]): both sides read a
+    /// range of keys, not every key after `after`.
     pub upper: Option<KeyValue<'a>>,
     pub limit: i64,
 }
@@ -112,22 +112,27 @@ impl<DB: CounterBackend> QueryFragment<DB> for VerifyPage<'_> {
 
 statement!(by_text: VerifyPage);
 
-/// The last key of the next verify page, for a counter of a one-column key: the `limit`-th key
-/// after `after` of the counter table, or of the child table (through a table between: of that
+/// The bound of the next verify page: the first key column of the `limit`-th key after
+/// `after`, of the counter table or of the child table (through a table between: of that
 /// table's parent column), whichever is smaller; no row when neither has `limit` keys left (the
-/// last page). Each side an index range of `limit` keys. Without it a page read every child row
-/// after `after` to find its first `limit` keys: a pass cost pages x child rows (10^6 comments
-/// on 10^5 posts: 0.4 s on PostgreSQL and 0.8 s on MariaDB for the first page of 1,000).
+/// last page). Each side an index range of `limit` keys. The page then reads the keys after
+/// `after` whose first column is at most the bound: at least `limit` keys, and for a composite
+/// key the rest of the bound's first column too. Without it a page read every child row after
+/// `after` to find its first `limit` keys: a pass cost pages x child rows (10^6 comments on
+/// 10^5 posts: 0.4 s on PostgreSQL and 0.8 s on MariaDB for the first page of 1,000).
 ///
 /// `SELECT record_id FROM (SELECT MIN(slotted_b) AS record_id FROM (SELECT MAX(k) AS slotted_b
-/// FROM (SELECT record_id AS k FROM t WHERE record_id > ? GROUP BY record_id ORDER BY record_id
-/// LIMIT n) AS a HAVING COUNT(*) = n UNION ALL SELECT MAX(k) FROM (SELECT post_id AS k FROM
-/// comments WHERE post_id > ? GROUP BY post_id ORDER BY post_id LIMIT n) AS b HAVING COUNT(*) =
-/// n) AS c) AS d WHERE record_id IS NOT NULL`
+/// FROM (SELECT record_id AS k FROM t WHERE (record_id, record_id_2) > (?, ?) GROUP BY
+/// record_id, record_id_2 ORDER BY record_id, record_id_2 LIMIT n) AS a HAVING COUNT(*) = n
+/// UNION ALL SELECT MAX(k) FROM (SELECT post_id AS k FROM reactions WHERE (post_id, kind) >
+/// (?, ?) AND post_id IS NOT NULL AND kind IS NOT NULL GROUP BY post_id, kind ORDER BY post_id,
+/// kind LIMIT n) AS b HAVING COUNT(*) = n) AS c) AS d WHERE record_id IS NOT NULL` (the row
+/// comparisons written out column by column, as [`push_key_after`] writes them).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PageBound<'a> {
     pub spec: &'a CounterSpec,
     pub follow: &'a FollowSpec,
+    /// The last key verified: a whole key, or the bound of the page before (its first column).
     pub after: Option<KeyValue<'a>>,
     pub limit: i64,
 }
@@ -137,31 +142,43 @@ impl<DB: CounterBackend> QueryFragment<DB> for PageBound<'_> {
         varies_with_batch(&mut out);
         let quote = |ident: &str| DB::DIALECT.quote(ident);
         let record_id = quote(self.spec.key_columns()[0]);
-        // The column whose keys bound the page, in the table that holds it.
-        let (table, key) = match self.follow.through {
-            Some(through) => (through.table, through.column),
-            None => (self.follow.table, self.follow.key_columns[0]),
+        // The columns whose keys bound the page, in the table that holds them.
+        let through;
+        let (table, keys) = match &self.follow.through {
+            Some(between) => {
+                through = [between.column];
+                (between.table, &through[..])
+            }
+            None => (self.follow.table, self.follow.key_columns),
         };
         out.push_sql(&format!(
             "SELECT {record_id} FROM (SELECT MIN(slotted_b) AS {record_id} FROM ("
         ));
-        for (i, (table, key)) in [(self.spec.table, self.spec.key_columns()[0]), (table, key)]
+        for (i, (table, keys)) in [(self.spec.table, self.spec.key_columns()), (table, keys)]
             .into_iter()
             .enumerate()
         {
             if i > 0 {
                 out.push_sql(" UNION ALL ");
             }
-            let key = quote(key);
+            let columns: Vec<String> = keys.iter().map(|key| quote(key)).collect();
+            let columns = columns.join(", ");
             out.push_sql(&format!(
-                "SELECT MAX(slotted_k) AS slotted_b FROM (SELECT {key} AS slotted_k FROM {table} WHERE {key} IS NOT NULL",
-                table = quote(table),
+                "SELECT MAX(slotted_k) AS slotted_b FROM (SELECT {} AS slotted_k FROM {} WHERE ",
+                quote(keys[0]),
+                quote(table),
             ));
-            if let Some(after) = &self.after {
-                out.push_sql(&format!(" AND {key} > "));
-                DB::push_key_part(&mut out, &after.parts()[0])?;
+            for (j, key) in keys.iter().enumerate() {
+                if j > 0 {
+                    out.push_sql(" AND ");
+                }
+                out.push_sql(&format!("{} IS NOT NULL", quote(key)));
             }
-            out.push_sql(&format!(" GROUP BY {key} ORDER BY {key} LIMIT "));
+            if let Some(after) = &self.after {
+                out.push_sql(" AND ");
+                push_key_after(&mut out, keys, after)?;
+            }
+            out.push_sql(&format!(" GROUP BY {columns} ORDER BY {columns} LIMIT "));
             DB::push_big_int(&mut out, &self.limit)?;
             out.push_sql(&format!(") AS slotted_side{i} HAVING COUNT(*) = "));
             DB::push_big_int(&mut out, &self.limit)?;
