@@ -142,14 +142,19 @@ pub fn create_tables<C: TestConnection>(conn: &mut C) {
         .expect("the forum's tables");
 }
 
-/// The `CREATE TABLE`s of [`create_tables`] on `backend` (`sqlite`, `postgres`, `mysql`), as an
-/// application's own migration (`up.sql`) holds them.
-pub fn tables_sql(backend: &str) -> String {
-    let id = match backend {
+/// A child table's id column on `backend`: a `BIGINT` primary key the database numbers.
+pub fn id_column(backend: &str) -> &'static str {
+    match backend {
         "postgres" => "BIGSERIAL PRIMARY KEY",
         "mysql" => "BIGINT AUTO_INCREMENT PRIMARY KEY",
         _ => "INTEGER PRIMARY KEY AUTOINCREMENT",
-    };
+    }
+}
+
+/// The `CREATE TABLE`s of [`create_tables`] on `backend` (`sqlite`, `postgres`, `mysql`), as an
+/// application's own migration (`up.sql`) holds them.
+pub fn tables_sql(backend: &str) -> String {
+    let id = id_column(backend);
     format!(
         "CREATE TABLE forum_posts (
              id INTEGER PRIMARY KEY,

@@ -162,6 +162,16 @@ fn setup<C: TestConnection>(test: &str) -> Option<(TestDb, C)> {
     Some((db, conn))
 }
 
+/// [`setup`], the counters migrated, and 20 comments on the five posts by the three authors.
+fn with_twenty_comments<C: TestConnection>(test: &str) -> Option<(TestDb, C)> {
+    let (db, mut conn) = setup::<C>(test)?;
+    migrate(&mut conn);
+    for i in 0..20 {
+        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
+    }
+    Some((db, conn))
+}
+
 fn migrate<C: TestConnection>(conn: &mut C) {
     conn.run_pending_migrations(forum::migrations())
         .expect("the counter migrations");
@@ -658,13 +668,9 @@ impl Traffic {
 }
 
 fn verify_reports_drift_and_missing_triggers_and_repair_fixes_them<C: TestConnection>(test: &str) {
-    let Some((_db, mut conn)) = setup::<C>(test) else {
+    let Some((_db, mut conn)) = with_twenty_comments::<C>(test) else {
         return;
     };
-    migrate(&mut conn);
-    for i in 0..20 {
-        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
-    }
     let posts = forum::forum_posts_comments_slots::table;
     let report = posts.verify_follow_all(2, &mut conn).unwrap();
     assert_eq!(
@@ -1081,11 +1087,7 @@ fn a_post_deleted_with_its_comments_by_a_cascade_leaves_its_community_exact<C: T
         run(&mut conn, "PRAGMA foreign_keys = ON");
     }
     run(&mut conn, "DROP TABLE comments");
-    let id = match C::NAME {
-        "postgres" => "BIGSERIAL PRIMARY KEY",
-        "mysql" => "BIGINT AUTO_INCREMENT PRIMARY KEY",
-        _ => "INTEGER PRIMARY KEY AUTOINCREMENT",
-    };
+    let id = forum::id_column(C::NAME);
     run(
         &mut conn,
         &format!(
@@ -1550,32 +1552,35 @@ fn a_foreign_key_the_insert_relies_on_is_reported_once_gone<C: TestConnection>(t
 /// own, so two repairs both added -5. Here a session of the test holds every slot row of the
 /// record; both repairs are let go once both wait on it.
 #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
-fn two_repairs_of_one_drifted_record_add_its_difference_once<C: TestConnection>(test: &str) {
-    let Some((db, mut conn)) = setup::<C>(test) else {
-        return;
-    };
-    migrate(&mut conn);
-    for i in 0..20 {
-        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
-    }
-    let posts = forum::forum_posts_comments_slots::table;
-    // Every slot row of post 2, so that a repair's add into its own slot meets the hold.
-    let rows: Vec<String> = (0..16).map(|slot| format!("(2, {slot}, 0)")).collect();
+/// Post 2 drifted behind the triggers' back, 5 more than its comments: its rows of slots
+/// `0..slots` made where missing, and slot 0's raised by 5.
+fn drift_post_two<C: TestConnection>(conn: &mut C, slots: i16) {
+    let rows: Vec<String> = (0..slots).map(|slot| format!("(2, {slot}, 0)")).collect();
     let (ignore, on_conflict) = match C::NAME {
         "mysql" => (" IGNORE", ""),
         _ => ("", " ON CONFLICT DO NOTHING"),
     };
     run(
-        &mut conn,
+        conn,
         &format!(
-            "INSERT{ignore} INTO forum_posts_comments_slots (record_id, slot, count) VALUES {}{on_conflict}",
+            "INSERT{ignore} INTO forum_posts_comments_slots (record_id, slot, count) \
+             VALUES {}{on_conflict}",
             rows.join(", ")
         ),
     );
     run(
-        &mut conn,
+        conn,
         "UPDATE forum_posts_comments_slots SET count = count + 5 WHERE record_id = 2 AND slot = 0",
     );
+}
+
+fn two_repairs_of_one_drifted_record_add_its_difference_once<C: TestConnection>(test: &str) {
+    let Some((db, mut conn)) = with_twenty_comments::<C>(test) else {
+        return;
+    };
+    let posts = forum::forum_posts_comments_slots::table;
+    // Every slot row of post 2, so that a repair's add into its own slot meets the hold.
+    drift_post_two(&mut conn, 16);
     let mut holder = C::open(&db.url);
     run(&mut holder, "BEGIN");
     run(
@@ -1632,30 +1637,11 @@ fn a_repair_in_a_transaction_whose_snapshot_predates_another_repair_adds_nothing
 >(
     test: &str,
 ) {
-    let Some((db, mut conn)) = setup::<C>(test) else {
+    let Some((db, mut conn)) = with_twenty_comments::<C>(test) else {
         return;
     };
-    migrate(&mut conn);
-    for i in 0..20 {
-        insert_comment(&mut conn, Some(POSTS[i % 5]), AUTHORS[i % 3]);
-    }
     let posts = forum::forum_posts_comments_slots::table;
-    // Post 2 drifted: 5 more than its comments.
-    let (ignore, on_conflict) = match C::NAME {
-        "mysql" => (" IGNORE", ""),
-        _ => ("", " ON CONFLICT DO NOTHING"),
-    };
-    run(
-        &mut conn,
-        &format!(
-            "INSERT{ignore} INTO forum_posts_comments_slots (record_id, slot, count) \
-             VALUES (2, 0, 0){on_conflict}"
-        ),
-    );
-    run(
-        &mut conn,
-        "UPDATE forum_posts_comments_slots SET count = count + 5 WHERE record_id = 2 AND slot = 0",
-    );
+    drift_post_two(&mut conn, 1);
     let mut caller = C::open(&db.url);
     if C::NAME == "postgres" {
         // The caller's own choice of isolation for the transaction below.
@@ -1707,7 +1693,7 @@ mod cut_offs {
     use slotted_tests::forum::forum_posts_comments_slots;
     use slotted_tests::TestConnection;
 
-    use super::{counted, expected, insert_comment, migrate, run, setup, AUTHORS, POSTS};
+    use super::{counted, expected, run, with_twenty_comments, POSTS};
 
     slotted_tests::async_backend_tests! {
         all: [repairs_cut_off_at_any_point_fix_a_record_whole_or_not_at_all],
@@ -1727,13 +1713,9 @@ mod cut_offs {
     {
         use std::time::Duration;
         let test = format!("async_{test}");
-        let Some((db, mut sync)) = setup::<A::Sync>(&test) else {
+        let Some((db, mut sync)) = with_twenty_comments::<A::Sync>(&test) else {
             return;
         };
-        migrate(&mut sync);
-        for i in 0..20 {
-            insert_comment(&mut sync, Some(POSTS[i % 5]), AUTHORS[i % 3]);
-        }
         // Counts written behind the triggers' back: every post 5 over.
         for post in POSTS {
             run(

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use slotted_core::{CounterMaintenance, SlottedCounter};
-use slotted_tests::{backend_tests, TestConnection, TestDb};
+use slotted_tests::{backend_tests, forum, TestConnection, TestDb};
 
 backend_tests! {
     all: [
@@ -82,11 +82,7 @@ fn a_composite_key_counts_every_change_and_its_verify_pages_through_every_key_on
         return;
     };
     let mut conn = C::open(&db.url);
-    let id = match C::NAME {
-        "postgres" => "BIGSERIAL PRIMARY KEY",
-        "mysql" => "BIGINT AUTO_INCREMENT PRIMARY KEY",
-        _ => "INTEGER PRIMARY KEY AUTOINCREMENT",
-    };
+    let id = forum::id_column(C::NAME);
     run(
         &mut conn,
         &format!(
