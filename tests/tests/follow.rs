@@ -1546,12 +1546,6 @@ fn a_foreign_key_the_insert_relies_on_is_reported_once_gone<C: TestConnection>(t
     assert_exact(&mut conn, "the migration run again without the key");
 }
 
-/// Two repairs of one record that drifted by +5, each reading the drift before either wrote:
-/// the record must end exact, not 5 under. Written down as it happened in a storm of cut-off
-/// repairs (`cut_offs`): a repair read a page, then added each difference in a statement of its
-/// own, so two repairs both added -5. Here a session of the test holds every slot row of the
-/// record; both repairs are let go once both wait on it.
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 /// Post 2 drifted behind the triggers' back, 5 more than its comments: its rows of slots
 /// `0..slots` made where missing, and slot 0's raised by 5.
 fn drift_post_two<C: TestConnection>(conn: &mut C, slots: i16) {
@@ -1574,6 +1568,12 @@ fn drift_post_two<C: TestConnection>(conn: &mut C, slots: i16) {
     );
 }
 
+/// Two repairs of one record that drifted by +5, each reading the drift before either wrote:
+/// the record must end exact, not 5 under. Written down as it happened in a storm of cut-off
+/// repairs (`cut_offs`): a repair read a page, then added each difference in a statement of its
+/// own, so two repairs both added -5. Here a session of the test holds every slot row of the
+/// record; both repairs are let go once both wait on it.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 fn two_repairs_of_one_drifted_record_add_its_difference_once<C: TestConnection>(test: &str) {
     let Some((db, mut conn)) = with_twenty_comments::<C>(test) else {
         return;
@@ -1632,6 +1632,7 @@ fn two_repairs_of_one_drifted_record_add_its_difference_once<C: TestConnection>(
 /// difference a second time. PostgreSQL (`REPEATABLE READ`, as the caller chose it) refuses
 /// with a serialization failure; MySQL and MariaDB (whose default is `REPEATABLE READ`) refuse
 /// a repair inside a transaction of the caller's. Either way nothing is added twice.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 fn a_repair_in_a_transaction_whose_snapshot_predates_another_repair_adds_nothing_twice<
     C: TestConnection,
 >(

@@ -2,6 +2,7 @@
 
 use crate::dialect::Dialect;
 use crate::follow::trigger_name;
+use crate::key::KeyKind;
 use crate::sql::slot::mysql_trigger_takes_index;
 
 use super::super::quote;
@@ -90,6 +91,7 @@ pub(super) fn up(followers: &Followers) -> String {
         .collect();
     format!(
         "{header}\
+         {binary}\
          LOCK TABLES {tables};\n\
          {drop}\
          {empty}\
@@ -98,10 +100,75 @@ pub(super) fn up(followers: &Followers) -> String {
          {backfills}\
          UNLOCK TABLES;\n",
         header = followers.header(),
+        binary = text_keys_binary(followers),
         tables = tables.join(", "),
         drop = drop_before_up(followers, dialect),
         empty = empty_tables(followers, dialect),
         via = through_triggers(followers, dialect),
         backfills = backfills(followers, dialect),
     )
+}
+
+/// The columns whose text keys a record (a counter's keys are text): each child key column
+/// of a text key part, and the column of a table between that holds a text key.
+fn text_key_columns(followers: &Followers) -> Vec<(&'static str, &'static str)> {
+    let mut columns = Vec::new();
+    for (spec, follow) in &followers.counters {
+        let kinds = spec.key_column_kinds();
+        match follow.through {
+            Some(through) => {
+                if kinds.first() == Some(&KeyKind::Text) {
+                    columns.push((through.table, through.column));
+                }
+            }
+            None => columns.extend(
+                follow
+                    .key_columns
+                    .iter()
+                    .zip(kinds)
+                    .filter(|(_, kind)| **kind == KeyKind::Text)
+                    .map(|(column, _)| (followers.child, *column)),
+            ),
+        }
+    }
+    columns.sort_unstable();
+    columns.dedup();
+    columns
+}
+
+/// Fails the migration, before it changes anything, when a column whose values are a follow
+/// counter's text keys compares them by a collation that is not binary (MariaDB's and MySQL's
+/// default, `utf8mb4_general_ci`, is not): the counter's key column compares byte for byte
+/// (`utf8mb4_bin`), so `Rust` and `rust`, one parent to the application, would be two records
+/// to the counter, and the verify job's pages, ordered one way on one side and the other on the
+/// other, would not end. A `SIGNAL` prepared from a text that the column's collation chooses
+/// (no stored procedure, so no `CREATE ROUTINE` privilege needed).
+fn text_keys_binary(followers: &Followers) -> String {
+    text_key_columns(followers)
+        .into_iter()
+        .map(|(table, column)| {
+            // `MESSAGE_TEXT` holds 128 characters.
+            let message: String = format!(
+                "slotted: {table}.{column} keys a follow counter: give it a binary collation \
+                 (utf8mb4_bin)"
+            )
+            .chars()
+            .take(128)
+            .collect();
+            let signal = format!(
+                "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{}'",
+                message.replace('\'', "''")
+            );
+            format!(
+                "SET @slotted_check = (SELECT IF(COUNT(*) = 0, 'DO 0', '{signal}') \
+                 FROM information_schema.columns WHERE table_schema = DATABASE() \
+                 AND table_name = '{table}' AND column_name = '{column}' \
+                 AND collation_name IS NOT NULL AND collation_name NOT LIKE '%\\_bin');\n\
+                 PREPARE slotted_check FROM @slotted_check;\n\
+                 EXECUTE slotted_check;\n\
+                 DEALLOCATE PREPARE slotted_check;\n",
+                signal = signal.replace('\'', "''"),
+            )
+        })
+        .collect()
 }
