@@ -89,6 +89,9 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
     // them, on one page).
     let bounded = follow.record.is_none();
     let mut after: Option<RawKey> = None;
+    // Every page starts past the one before, in the database's order of the keys: a page that
+    // would start where one started already goes round in circles ([`no_progress`]).
+    let mut starts = std::collections::HashSet::new();
     loop {
         let upper: Option<RawKey> = if bounded {
             let bound = PageBound {
@@ -143,7 +146,29 @@ pub(super) async fn verify_all<T: CounterTable, E: Exec>(
             (true, None) => return Ok(report),
             (false, _) => rows.last().map(|row| row.key.clone()),
         };
+        if let Some(start) = &after {
+            if !starts.insert(start.clone()) {
+                return Err(no_progress(spec, start));
+            }
+        }
     }
+}
+
+/// The error of a verify whose pages go round in circles: the child's key column orders its
+/// keys otherwise than the counter table's, which compares them byte for byte (a
+/// case-insensitive collation: SQLite's `COLLATE NOCASE`, MySQL's `utf8mb4_general_ci`, which
+/// the migration refuses; a nondeterministic ICU collation on PostgreSQL). Such a column also
+/// counts one parent spelled two ways as two records: an error, never a pass that does not end.
+fn no_progress(spec: &crate::table::CounterSpec, start: &RawKey) -> crate::Error {
+    let reason = format!(
+        "verify came back to the page after key {start:?}: the child table's key column compares \
+         keys otherwise than the counter table, byte for byte (a case-insensitive collation?); \
+         give it a binary collation"
+    );
+    database_error(
+        spec,
+        diesel::result::Error::QueryBuilderError(reason.into()),
+    )
 }
 
 /// MySQL and MariaDB: a repair inside a transaction of the caller's is refused. Their plain
