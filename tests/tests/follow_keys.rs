@@ -19,7 +19,10 @@ backend_tests! {
     a_text_key_counts_each_spelling_as_the_column_compares_it,
     ],
     sqlite: [a_verify_over_a_column_that_ignores_case_ends_with_an_error],
-    mysql: [a_text_key_column_that_ignores_case_is_refused_before_anything_changes],
+    mysql: [
+    a_text_key_column_that_ignores_case_is_refused_before_anything_changes,
+    a_text_key_column_longer_than_the_counters_keys_is_refused_before_anything_changes,
+    ],
 }
 
 diesel::table! {
@@ -224,6 +227,48 @@ fn a_text_key_column_that_ignores_case_is_refused_before_anything_changes<C: Tes
     run(
         &mut conn,
         "INSERT INTO post_tags (post_id, tag) VALUES (1, 'Rust')",
+    );
+}
+
+/// A child column of 300 characters, and the counter's keys of 255 (`max_key_length`'s
+/// default): a child row with a longer tag would fail its `INSERT` in the trigger, which
+/// succeeds without slotted. The migration says so and creates nothing.
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+fn a_text_key_column_longer_than_the_counters_keys_is_refused_before_anything_changes<
+    C: TestConnection,
+>(
+    test: &str,
+) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    tag_tables(
+        &mut conn,
+        "VARCHAR(300) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+    );
+    let error = conn
+        .run_pending_migrations(slotted_core::CounterMigrations::of::<Tag>())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(
+            "post_tags.tag holds keys longer than the counter's max_key_length, 255: raise it or \
+             shorten the column"
+        ),
+        "{}: {error}",
+        C::NAME
+    );
+    assert_eq!(
+        forum::follow_triggers(&mut conn),
+        0,
+        "{}: no trigger",
+        C::NAME
+    );
+    let long = "t".repeat(300);
+    run(
+        &mut conn,
+        &format!("INSERT INTO post_tags (post_id, tag) VALUES (1, '{long}')"),
     );
 }
 

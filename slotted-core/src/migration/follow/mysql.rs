@@ -109,16 +109,18 @@ pub(super) fn up(followers: &Followers) -> String {
     )
 }
 
-/// The columns whose text keys a record (a counter's keys are text): each child key column
-/// of a text key part, and the column of a table between that holds a text key.
-fn text_key_columns(followers: &Followers) -> Vec<(&'static str, &'static str)> {
+/// The columns whose values are a follow counter's text keys, each with the longest key the
+/// counter's key column holds (`max_key_length`): each child key column of a text key part,
+/// and the column of a table between that holds a text key.
+fn text_key_columns(followers: &Followers) -> Vec<(&'static str, &'static str, u16)> {
     let mut columns = Vec::new();
     for (spec, follow) in &followers.counters {
         let kinds = spec.key_column_kinds();
+        let longest = spec.max_key_length;
         match follow.through {
             Some(through) => {
                 if kinds.first() == Some(&KeyKind::Text) {
-                    columns.push((through.table, through.column));
+                    columns.push((through.table, through.column, longest));
                 }
             }
             None => columns.extend(
@@ -127,7 +129,7 @@ fn text_key_columns(followers: &Followers) -> Vec<(&'static str, &'static str)> 
                     .iter()
                     .zip(kinds)
                     .filter(|(_, kind)| **kind == KeyKind::Text)
-                    .map(|(column, _)| (followers.child, *column)),
+                    .map(|(column, _)| (followers.child, *column, longest)),
             ),
         }
     }
@@ -137,38 +139,53 @@ fn text_key_columns(followers: &Followers) -> Vec<(&'static str, &'static str)> 
 }
 
 /// Fails the migration, before it changes anything, when a column whose values are a follow
-/// counter's text keys compares them by a collation that is not binary (MariaDB's and MySQL's
-/// default, `utf8mb4_general_ci`, is not): the counter's key column compares byte for byte
-/// (`utf8mb4_bin`), so `Rust` and `rust`, one parent to the application, would be two records
-/// to the counter, and the verify job's pages, ordered one way on one side and the other on the
-/// other, would not end. A `SIGNAL` prepared from a text that the column's collation chooses
-/// (no stored procedure, so no `CREATE ROUTINE` privilege needed).
+/// counter's text keys cannot hand the triggers every key it holds:
+/// - its collation is not binary (MariaDB's and MySQL's default, `utf8mb4_general_ci`, is
+///   not): the counter's key column compares keys byte for byte (`utf8mb4_bin`), so `Rust`
+///   and `rust`, one parent to the application, would be two records to the counter, and the
+///   verify job's pages, ordered one way on one side and the other on the other, would not end;
+/// - it holds longer values than the counter's key column (`max_key_length`): a child row
+///   with such a key would fail its `INSERT` in the trigger ("Data too long"), a write that
+///   succeeds without slotted.
+///
+/// A `SIGNAL` prepared from a text that the column's definition chooses (no stored procedure,
+/// so no `CREATE ROUTINE` privilege needed).
 fn text_keys_binary(followers: &Followers) -> String {
-    text_key_columns(followers)
-        .into_iter()
-        .map(|(table, column)| {
+    let mut sql = String::new();
+    for (table, column, longest) in text_key_columns(followers) {
+        let checks = [
+            (
+                "collation_name IS NOT NULL AND collation_name NOT LIKE '%\\_bin'".to_owned(),
+                format!(
+                    "slotted: {table}.{column} keys a follow counter: give it a binary collation \
+                     (utf8mb4_bin)"
+                ),
+            ),
+            (
+                format!("character_maximum_length > {longest}"),
+                format!(
+                    "slotted: {table}.{column} holds keys longer than the counter's \
+                     max_key_length, {longest}: raise it or shorten the column"
+                ),
+            ),
+        ];
+        for (fails, message) in checks {
             // `MESSAGE_TEXT` holds 128 characters.
-            let message: String = format!(
-                "slotted: {table}.{column} keys a follow counter: give it a binary collation \
-                 (utf8mb4_bin)"
-            )
-            .chars()
-            .take(128)
-            .collect();
+            let message: String = message.chars().take(128).collect();
             let signal = format!(
                 "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{}'",
                 message.replace('\'', "''")
             );
-            format!(
+            sql.push_str(&format!(
                 "SET @slotted_check = (SELECT IF(COUNT(*) = 0, 'DO 0', '{signal}') \
                  FROM information_schema.columns WHERE table_schema = DATABASE() \
-                 AND table_name = '{table}' AND column_name = '{column}' \
-                 AND collation_name IS NOT NULL AND collation_name NOT LIKE '%\\_bin');\n\
+                 AND table_name = '{table}' AND column_name = '{column}' AND {fails});\n\
                  PREPARE slotted_check FROM @slotted_check;\n\
                  EXECUTE slotted_check;\n\
                  DEALLOCATE PREPARE slotted_check;\n",
                 signal = signal.replace('\'', "''"),
-            )
-        })
-        .collect()
+            ));
+        }
+    }
+    sql
 }
