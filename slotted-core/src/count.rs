@@ -61,15 +61,39 @@ pub(crate) async fn add<T: CounterTable, E: Exec>(
     // Not asked on SQLite, which loses no connection, and whose async wrapper panics when its
     // state is read while a cut-off call still holds the connection on its blocking thread.
     let autocommit = E::Backend::DIALECT != Dialect::Sqlite && !exec.in_transaction();
-    let outcome = if spec.prefill {
-        match exec.execute(UpdateSlot(statement)).await {
-            // No pre-created row (or, on PostgreSQL and SQLite, an overflow; or, on MySQL, no
-            // writer index yet): the upsert creates the row, or says which.
-            Ok(0) => upsert(exec, statement).await,
-            other => other,
+    let mut retries = 0;
+    let outcome = loop {
+        let outcome = if spec.prefill {
+            match exec.execute(UpdateSlot(statement)).await {
+                // No pre-created row (or, on PostgreSQL and SQLite, an overflow; or, on MySQL, no
+                // writer index yet): the upsert creates the row, or says which.
+                Ok(0) => upsert(exec, statement).await,
+                other => other,
+            }
+        } else {
+            upsert(exec, statement).await
+        };
+        match &outcome {
+            // Outside a transaction each statement is its own, and one that lost a deadlock (on
+            // InnoDB, to a compaction's locks on the rows after a range; on Galera, a
+            // certification conflict) was rolled back whole: nothing of this write is in the
+            // database, so it runs again, as `set` and maintenance batches do. Inside the
+            // caller's transaction the whole transaction was rolled back: the caller hears of
+            // it, and reruns it (`transaction_with_retry`).
+            Err(e)
+                if autocommit
+                    && retries < crate::retry::STANDARD.max_retries
+                    && crate::error::is_deadlock(e) =>
+            {
+                let backoff = crate::retry::STANDARD.backoff(retries);
+                #[cfg(feature = "tracing")]
+                crate::trace::retrying(e, retries + 1, backoff);
+                exec.after_failed_read();
+                exec.pause(backoff).await;
+                retries += 1;
+            }
+            _ => break outcome,
         }
-    } else {
-        upsert(exec, statement).await
     };
     let overflow = || Error::Overflow {
         counter: spec.qualified_name(),

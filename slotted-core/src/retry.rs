@@ -153,14 +153,17 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
 }
 
+/// [`RetryPolicy::default`], for the library's own reruns.
+pub(crate) const STANDARD: RetryPolicy = RetryPolicy {
+    max_retries: 10,
+    base_delay: Duration::from_millis(2),
+    max_delay: Duration::from_millis(250),
+};
+
 impl Default for RetryPolicy {
     /// 10 retries, backing off from 2 ms to at most 250 ms.
     fn default() -> Self {
-        RetryPolicy {
-            max_retries: 10,
-            base_delay: Duration::from_millis(2),
-            max_delay: Duration::from_millis(250),
-        }
+        STANDARD
     }
 }
 

@@ -15,6 +15,7 @@ pub mod adoption;
 pub mod asynch;
 pub mod forum;
 pub mod keys;
+pub mod locks;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub mod spread;
 

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use slotted_core::{CounterMaintenance, Error};
 use slotted_tests::adoption::*;
+use slotted_tests::locks::{poll_until, session_id, waiting_on_a_lock};
 use slotted_tests::{backend_tests, Dice, Stop, TestConnection, TestDb};
 
 backend_tests! {
@@ -473,40 +474,6 @@ fn old_and_new_writers_absorb_compaction_and_roll_ups_count_exactly<C: TestConne
     }
 }
 
-/// The server's identity of this session.
-fn session_id<C: TestConnection>(conn: &mut C) -> i64 {
-    conn.query_i64(match C::NAME {
-        "postgres" => "SELECT CAST(pg_backend_pid() AS BIGINT) AS n",
-        _ => "SELECT CAST(CONNECTION_ID() AS SIGNED) AS n",
-    })
-}
-
-/// Whether this session waits on a lock right now.
-fn waits_on_a_lock<C: TestConnection>(conn: &mut C, session: i64) -> bool {
-    1 == conn.query_i64(&match C::NAME {
-        "postgres" => format!(
-            "SELECT COUNT(*) AS n FROM pg_stat_activity \
-             WHERE wait_event_type = 'Lock' AND pid = {session}"
-        ),
-        _ => format!(
-            "SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX \
-             WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id = {session}"
-        ),
-    })
-}
-
-fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        // InnoDB refreshes `INNODB_TRX` only when nobody read it for 100 ms.
-        std::thread::sleep(Duration::from_millis(150));
-    }
-    false
-}
-
 /// 1. record 1 has 500 in `likes_count` and 2 in its slots;
 /// 2. session A runs an old-style `UPDATE … likes_count = likes_count + 1` in a transaction and
 ///    holds it open;
@@ -549,9 +516,9 @@ fn absorb_and_set_wait_out_an_old_style_update<C: TestConnection>(test: &str) {
             });
             let mover_id = id.recv().unwrap();
             assert!(
-                poll_until(Duration::from_secs(10), || waits_on_a_lock(
-                    &mut conn, mover_id
-                )),
+                poll_until(Duration::from_secs(10), || {
+                    waiting_on_a_lock(&mut conn, &[mover_id]) == 1
+                }),
                 "{step} never seen waiting on the old-style UPDATE's lock"
             );
             commit_tx.send(()).unwrap();
@@ -585,6 +552,7 @@ mod asynch {
     use slotted_core::CounterMaintenance;
     use slotted_tests::adoption::*;
     use slotted_tests::asynch::AsyncTestConnection;
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     use slotted_tests::TestConnection;
 
     slotted_tests::async_backend_tests! {
@@ -837,6 +805,7 @@ mod cut_offs {
     use slotted_core::CounterMaintenance;
     use slotted_tests::adoption::*;
     use slotted_tests::asynch::AsyncTestConnection;
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     use slotted_tests::TestConnection;
 
     slotted_tests::async_backend_tests! {

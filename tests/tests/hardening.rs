@@ -22,6 +22,7 @@ use slotted_core::{
     CounterMaintenance, Error,
 };
 use slotted_tests::lifecycle::{articles_likes_slots, downloads_daily_slots, Article, Download};
+use slotted_tests::locks::{poll_until, session_id, waiting_on_a_lock};
 use slotted_tests::models::{posts_likes_slots, Post};
 use slotted_tests::{backend_tests, Dice, Stop, TestConnection, TestDb};
 
@@ -36,48 +37,6 @@ backend_tests! {
         set_waits_out_a_fold_that_deletes_a_slot,
         compaction_names_a_record_its_locked_rows_poison,
     ],
-}
-
-/// The server's identity of this session.
-fn session_id<C: TestConnection>(conn: &mut C) -> i64 {
-    conn.query_i64(match C::NAME {
-        "postgres" => "SELECT CAST(pg_backend_pid() AS BIGINT) AS n",
-        _ => "SELECT CAST(CONNECTION_ID() AS SIGNED) AS n",
-    })
-}
-
-/// How many of these sessions wait on a lock right now.
-fn waiting_on_a_lock<C: TestConnection>(conn: &mut C, sessions: &[i64]) -> i64 {
-    let list = sessions
-        .iter()
-        .map(i64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
-    conn.query_i64(&match C::NAME {
-        "postgres" => format!(
-            "SELECT COUNT(*) AS n FROM pg_stat_activity \
-             WHERE wait_event_type = 'Lock' AND pid IN ({list})"
-        ),
-        _ => format!(
-            "SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX \
-             WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id IN ({list})"
-        ),
-    })
-}
-
-/// Polls `done` until it holds or `limit` has passed; whether it held. Every 150 ms: InnoDB
-/// refreshes `INNODB_TRX` only when nobody has read it for 100 ms.
-fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if done() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(150));
-    }
 }
 
 /// The library's upsert into one slot of `posts_likes_slots`, written out.

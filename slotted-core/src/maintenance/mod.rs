@@ -13,7 +13,7 @@ mod follow;
 mod maintainer;
 pub(crate) mod pace;
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use crate::count::{check_key, database_error, keys_per_statement};
 use crate::error::Result;
@@ -59,11 +59,7 @@ pub const MAX_PAGE: usize = crate::count::TOTALS_CHUNK;
 /// How `set` reruns a transaction that lost a deadlock (or, on Galera, certification), when
 /// it is its own transaction. On InnoDB two maintenance jobs over neighbouring records can still
 /// deadlock: a range scan locks the row after the range, even when the range is one row.
-const MAINTENANCE_RETRY: RetryPolicy = RetryPolicy {
-    max_retries: 10,
-    base_delay: Duration::from_millis(2),
-    max_delay: Duration::from_millis(250),
-};
+const MAINTENANCE_RETRY: RetryPolicy = crate::retry::STANDARD;
 
 /// One attempt: batch jobs pace their own reruns ([`pace`]).
 const ONCE: RetryPolicy = RetryPolicy {
