@@ -572,7 +572,8 @@ mod galera {
     }
 
     /// Writers on every node increment a few hot records in transactions through the retry
-    /// helper, and bare autocommit increments with no retry at all, while a compactor folds the
+    /// helper, and bare autocommit increments (no server retry; slotted reruns one that loses
+    /// certification, up to 10 times), while a compactor folds the
     /// same records and a roll-up refreshes their cache column. Every total is exact and the same
     /// on every node; the compactor never fails (a certification conflict reruns its batch).
     /// A maintainer on every node (each over a pool of its own node): `GET_LOCK` is per node, so
@@ -752,8 +753,9 @@ mod galera {
                             .expect("a retried transaction commits");
                             retries.fetch_add(u64::from(done.retries), Ordering::Relaxed);
                             acked[key as usize] += 1;
-                            // No retry, no server retry: a conflict loses the increment, and
-                            // says so with 1213; anything else is a failure of the test.
+                            // No server retry; slotted reruns a bare increment that loses
+                            // certification up to 10 times. One that loses all 11 is not
+                            // counted, and says so with 1213; anything else fails the test.
                             match HotRecord::hits_of(1).increment(&mut conn) {
                                 Ok(()) => bare += 1,
                                 Err(e) if is_certification_conflict(&e) => {
@@ -1180,8 +1182,9 @@ mod galera {
     }
 
     /// With the server's own retry on (`wsrep_retry_autocommit = 1`, Galera's default), bare
-    /// increments of one row from every node are rerun once by the server on a conflict; one
-    /// that conflicts again fails with 1213 and is not counted. The totals stay exact.
+    /// increments of one row from every node are rerun once by the server on a conflict, and
+    /// that up to 10 times by slotted; one that conflicts on every attempt fails with 1213 and is
+    /// not counted. The totals stay exact.
     #[test]
     fn server_side_autocommit_retry_keeps_totals_exact() {
         let Some(cluster) = Cluster::migrated("server_retry") else {
