@@ -34,6 +34,7 @@
 
 use crate::dialect::Dialect;
 use crate::follow::{trigger_name, FollowSpec, Through, TRIGGER_EVENTS};
+use crate::key::KeyKind;
 use crate::table::CounterSpec;
 
 use super::quote;
@@ -261,4 +262,33 @@ pub(super) fn empty_tables(followers: &Followers, dialect: Dialect) -> String {
         .iter()
         .map(|(spec, _)| format!("DELETE FROM {};\n", quote(dialect, spec.table)))
         .collect()
+}
+
+/// The columns whose values are a follow counter's text keys, each with the longest key the
+/// counter's key column holds (`max_key_length`): each child key column of a text key part,
+/// and the column of a table between that holds a text key.
+pub(super) fn text_key_columns(followers: &Followers) -> Vec<(&'static str, &'static str, u16)> {
+    let mut columns = Vec::new();
+    for (spec, follow) in &followers.counters {
+        let kinds = spec.key_column_kinds();
+        let longest = spec.max_key_length;
+        match follow.through {
+            Some(through) => {
+                if kinds.first() == Some(&KeyKind::Text) {
+                    columns.push((through.table, through.column, longest));
+                }
+            }
+            None => columns.extend(
+                follow
+                    .key_columns
+                    .iter()
+                    .zip(kinds)
+                    .filter(|(_, kind)| **kind == KeyKind::Text)
+                    .map(|(column, _)| (followers.child, *column, longest)),
+            ),
+        }
+    }
+    columns.sort_unstable();
+    columns.dedup();
+    columns
 }

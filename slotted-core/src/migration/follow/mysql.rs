@@ -2,14 +2,13 @@
 
 use crate::dialect::Dialect;
 use crate::follow::trigger_name;
-use crate::key::KeyKind;
 use crate::sql::slot::mysql_trigger_takes_index;
 
 use super::super::quote;
 use super::backfill::backfills;
 use super::through::through_triggers;
 use super::upsert::{add_to_slot, same_parent};
-use super::{drop_before_up, empty_tables, Followers};
+use super::{drop_before_up, empty_tables, text_key_columns, Followers};
 
 /// MySQL: row triggers, one per event, which take the session's writer index once and then
 /// add the row's change to each counter.
@@ -91,7 +90,7 @@ pub(super) fn up(followers: &Followers) -> String {
         .collect();
     format!(
         "{header}\
-         {binary}\
+         {key_checks}\
          LOCK TABLES {tables};\n\
          {drop}\
          {empty}\
@@ -100,42 +99,13 @@ pub(super) fn up(followers: &Followers) -> String {
          {backfills}\
          UNLOCK TABLES;\n",
         header = followers.header(),
-        binary = text_keys_binary(followers),
+        key_checks = text_key_checks(followers),
         tables = tables.join(", "),
         drop = drop_before_up(followers, dialect),
         empty = empty_tables(followers, dialect),
         via = through_triggers(followers, dialect),
         backfills = backfills(followers, dialect),
     )
-}
-
-/// The columns whose values are a follow counter's text keys, each with the longest key the
-/// counter's key column holds (`max_key_length`): each child key column of a text key part,
-/// and the column of a table between that holds a text key.
-fn text_key_columns(followers: &Followers) -> Vec<(&'static str, &'static str, u16)> {
-    let mut columns = Vec::new();
-    for (spec, follow) in &followers.counters {
-        let kinds = spec.key_column_kinds();
-        let longest = spec.max_key_length;
-        match follow.through {
-            Some(through) => {
-                if kinds.first() == Some(&KeyKind::Text) {
-                    columns.push((through.table, through.column, longest));
-                }
-            }
-            None => columns.extend(
-                follow
-                    .key_columns
-                    .iter()
-                    .zip(kinds)
-                    .filter(|(_, kind)| **kind == KeyKind::Text)
-                    .map(|(column, _)| (followers.child, *column, longest)),
-            ),
-        }
-    }
-    columns.sort_unstable();
-    columns.dedup();
-    columns
 }
 
 /// Fails the migration, before it changes anything, when a column whose values are a follow
@@ -150,7 +120,7 @@ fn text_key_columns(followers: &Followers) -> Vec<(&'static str, &'static str, u
 ///
 /// A `SIGNAL` prepared from a text that the column's definition chooses (no stored procedure,
 /// so no `CREATE ROUTINE` privilege needed).
-fn text_keys_binary(followers: &Followers) -> String {
+fn text_key_checks(followers: &Followers) -> String {
     let mut sql = String::new();
     for (table, column, longest) in text_key_columns(followers) {
         let checks = [

@@ -8,7 +8,7 @@ use crate::table::CounterSpec;
 use super::super::quote;
 use super::backfill::backfills;
 use super::through::{pg_foreign_keys_lock, pg_lock_through, through_triggers};
-use super::{drop_before_up, empty_tables, Followers};
+use super::{drop_before_up, empty_tables, text_key_columns, Followers};
 
 /// PostgreSQL: statement triggers over the statement's transition tables, one per event (a
 /// trigger with transition tables has one event), sharing one function, which takes the
@@ -109,6 +109,7 @@ pub(super) fn up(followers: &Followers) -> String {
     };
     format!(
         "{header}\
+         {key_checks}\
          LOCK TABLE {held} IN SHARE ROW EXCLUSIVE MODE;\n\
          {drop}\
          {empty}\
@@ -117,6 +118,7 @@ pub(super) fn up(followers: &Followers) -> String {
          {via}\
          {backfills}",
         header = followers.header(),
+        key_checks = text_key_checks(followers),
         drop = drop_before_up(followers, dialect),
         empty = empty_tables(followers, dialect),
         held = followers
@@ -128,6 +130,31 @@ pub(super) fn up(followers: &Followers) -> String {
         via = through_triggers(followers, dialect),
         backfills = backfills(followers, dialect),
     )
+}
+
+/// Fails the migration, before it changes anything, when a column whose values are a follow
+/// counter's text keys has a nondeterministic collation (an ICU collation made with
+/// `deterministic = false`, such as a case-insensitive one): the counter's key column compares
+/// keys byte for byte, so `Rust` and `rust`, one parent to the application, would be two
+/// records to the counter, and the trigger's `GROUP BY` would add both under one of them.
+fn text_key_checks(followers: &Followers) -> String {
+    text_key_columns(followers)
+        .into_iter()
+        .map(|(table, column, _)| {
+            format!(
+                "DO $slotted_check$\nBEGIN\n\
+                 IF EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation \
+                 WHERE a.attrelid = to_regclass('{relation}') AND a.attname = '{column}' \
+                 AND NOT c.collisdeterministic) THEN\n\
+                 RAISE EXCEPTION 'slotted: %.% keys a follow counter: give it a deterministic \
+                 collation (the database default, or COLLATE \"C\")', '{table}', '{column}';\n\
+                 END IF;\nEND\n$slotted_check$;\n",
+                relation = quote(Dialect::Postgres, table).replace('\'', "''"),
+                table = table.replace('\'', "''"),
+                column = column.replace('\'', "''"),
+            )
+        })
+        .collect()
 }
 
 /// The changes of the rows of the transition table `table` (`slotted_new` or `slotted_old`)

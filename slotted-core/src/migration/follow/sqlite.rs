@@ -8,7 +8,7 @@ use super::super::quote;
 use super::backfill::backfills;
 use super::through::through_triggers;
 use super::upsert::{add_to_slot, same_parent};
-use super::{drop_before_up, empty_tables, Followers};
+use super::{drop_before_up, empty_tables, text_key_columns, Followers};
 
 /// `UPDATE OF "post_id", "deleted"`: the updates that can change a count of any of the
 /// counters. With no column to watch (counts of every row of the table) no update can: `None`.
@@ -111,9 +111,10 @@ pub(super) fn up(followers: &Followers) -> String {
         // through the busy timeout; `DROP TRIGGER IF EXISTS` first would read the schema in a
         // snapshot, and the transaction's first write would then fail at once with `database
         // is locked` whenever a writer of the child table committed in between.
-        "{header}{empty}{drop}{insert}{update}{delete}{via}{backfills}",
+        "{header}{empty}{key_checks}{drop}{insert}{update}{delete}{via}{backfills}",
         header = followers.header(),
         empty = empty_tables(followers, dialect),
+        key_checks = text_key_checks(followers),
         drop = drop_before_up(followers, dialect),
         insert = trigger("insert", "INSERT", &insert),
         update = trigger("update", &update_event, &update),
@@ -121,4 +122,36 @@ pub(super) fn up(followers: &Followers) -> String {
         via = through_triggers(followers, dialect),
         backfills = backfills(followers, dialect),
     )
+}
+
+/// Fails the migration (its transaction rolled back, nothing changed) when a column whose values
+/// are a follow counter's text keys has a collation that is not `BINARY` (`NOCASE`, `RTRIM`):
+/// the counter's key column compares keys byte for byte, so `Rust` and `rust`, one parent to
+/// the application, would be two records to the counter. SQLite keeps no catalog of a column's
+/// collation, so the check asks the column itself: three values that differ only by case and a
+/// trailing space, compared under the column's collation (a compound `SELECT` takes it from
+/// its first column), are three distinct values only under `BINARY`. A failed check is a named
+/// `CHECK` constraint of a temporary table, whose name is the message.
+fn text_key_checks(followers: &Followers) -> String {
+    let q = |ident: &str| quote(Dialect::Sqlite, ident);
+    text_key_columns(followers)
+        .into_iter()
+        .map(|(table, column, _)| {
+            let message = format!(
+                "slotted: {table}.{column} keys a follow counter: give it the BINARY collation \
+                 (the default)"
+            );
+            format!(
+                "CREATE TEMP TABLE slotted_check (failed INTEGER CONSTRAINT {name} \
+                 CHECK (failed = 0));\n\
+                 INSERT INTO slotted_check SELECT COUNT(DISTINCT slotted_k) < 3 FROM \
+                 (SELECT {column} AS slotted_k FROM {table} WHERE 0 \
+                 UNION ALL SELECT 'a' UNION ALL SELECT 'A' UNION ALL SELECT 'a ');\n\
+                 DROP TABLE temp.slotted_check;\n",
+                name = q(&message),
+                column = q(column),
+                table = q(table),
+            )
+        })
+        .collect()
 }
