@@ -5,6 +5,17 @@ use std::time::{Duration, Instant};
 
 use crate::TestConnection;
 
+/// Every slot row of `Post.likes`' record `key` (16), each holding 1: a write to any slot then
+/// meets a row that exists, and waits for a session that holds them.
+pub fn every_likes_slot<C: TestConnection>(conn: &mut C, key: i32) {
+    let rows: Vec<String> = (0..16).map(|slot| format!("({key}, {slot}, 1)")).collect();
+    conn.batch_execute(&format!(
+        "INSERT INTO posts_likes_slots (record_id, slot, count) VALUES {}",
+        rows.join(", ")
+    ))
+    .expect("insert the slot rows");
+}
+
 /// The server's identity of this session: PostgreSQL's backend pid, MySQL's connection id.
 pub fn session_id<C: TestConnection>(conn: &mut C) -> i64 {
     conn.query_i64(match C::NAME {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use slotted_tests::locks::{poll_until, session_id, waiting_on_a_lock};
+use slotted_tests::locks::{every_likes_slot, poll_until, session_id, waiting_on_a_lock};
 use slotted_tests::models::*;
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 
@@ -84,13 +84,8 @@ fn an_increment_rolled_back_by_the_database_runs_again_and_counts_once<C: TestCo
     let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
         return;
     };
-    // Every slot row of record 1, 1 each: the increment's row exists, and is held.
-    let rows: Vec<String> = (0..16).map(|slot| format!("(1, {slot}, 1)")).collect();
-    conn.batch_execute(&format!(
-        "INSERT INTO posts_likes_slots (record_id, slot, count) VALUES {}",
-        rows.join(", ")
-    ))
-    .unwrap();
+    // The increment's row exists, and is held.
+    every_likes_slot(&mut conn, 1);
     Post::likes_of(2).increment(&mut conn).unwrap();
     let mut writer = C::open(&db.url);
     let mut session = C::open(&db.url);

@@ -7,6 +7,8 @@ use slotted_core::{
     diagnostics::DiagnoseOptions, diagnostics::LockWaits, CounterMaintenance, SlottedModel,
 };
 use slotted_tests::lifecycle::{self, Download, Video};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use slotted_tests::locks::{every_likes_slot, session_id};
 use slotted_tests::models::{posts_likes_slots, Post};
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 
@@ -244,25 +246,12 @@ fn sees_writers_waiting_for_a_locked_record<C: TestConnection>(test: &str) {
     let Some((db, mut holder)) = TestDb::migrated::<C>(test) else {
         return;
     };
-    let rows: Vec<String> = (0..16).map(|slot| format!("(1, {slot}, 1)")).collect();
-    let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
-    insert(
-        &mut holder,
-        "posts_likes_slots",
-        "record_id, slot, count",
-        &rows,
-    );
-    let (pid_sql, timeout_sql) = match C::NAME {
-        "postgres" => (
-            "SELECT CAST(pg_backend_pid() AS BIGINT) AS n",
-            "SET lock_timeout = '30s'",
-        ),
-        _ => (
-            "SELECT CAST(CONNECTION_ID() AS SIGNED) AS n",
-            "SET SESSION innodb_lock_wait_timeout = 30",
-        ),
+    every_likes_slot(&mut holder, 1);
+    let timeout_sql = match C::NAME {
+        "postgres" => "SET lock_timeout = '30s'",
+        _ => "SET SESSION innodb_lock_wait_timeout = 30",
     };
-    let holder_id = holder.query_i64(pid_sql);
+    let holder_id = session_id(&mut holder);
     let mut observer = C::open(&db.url);
     const WRITERS: usize = 3;
 

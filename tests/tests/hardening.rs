@@ -22,7 +22,7 @@ use slotted_core::{
     CounterMaintenance, Error,
 };
 use slotted_tests::lifecycle::{articles_likes_slots, downloads_daily_slots, Article, Download};
-use slotted_tests::locks::{poll_until, session_id, waiting_on_a_lock};
+use slotted_tests::locks::{every_likes_slot, poll_until, session_id, waiting_on_a_lock};
 use slotted_tests::models::{posts_likes_slots, Post};
 use slotted_tests::{backend_tests, Dice, Stop, TestConnection, TestDb};
 
@@ -77,12 +77,7 @@ fn set_waits_out_a_fold_that_deletes_a_slot<C: TestConnection>(test: &str) {
     let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
         return;
     };
-    let rows: Vec<String> = (0..16).map(|slot| format!("(1, {slot}, 1)")).collect();
-    conn.batch_execute(&format!(
-        "INSERT INTO posts_likes_slots (record_id, slot, count) VALUES {}",
-        rows.join(", ")
-    ))
-    .unwrap();
+    every_likes_slot(&mut conn, 1);
     let url = db.url.as_str();
     let committing = AtomicBool::new(false);
     let mut problems: Vec<String> = Vec::new();
