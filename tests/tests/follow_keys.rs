@@ -193,8 +193,8 @@ fn a_text_key_counts_each_spelling_as_the_column_compares_it<C: TestConnection>(
 }
 
 /// A column that takes `Rust` and `rust` for one value: MariaDB's default collation,
-/// `utf8mb4_general_ci`; a nondeterministic ICU collation on PostgreSQL; SQLite's `NOCASE`,
-/// and its `RTRIM`, which takes `a` and `a ` for one.
+/// `utf8mb4_general_ci`; a nondeterministic ICU collation on PostgreSQL, and its `citext` type;
+/// SQLite's `NOCASE`, and its `RTRIM`, which takes `a` and `a ` for one.
 fn a_text_key_column_that_ignores_case_is_refused_before_anything_changes<C: TestConnection>(
     test: &str,
 ) {
@@ -207,14 +207,23 @@ fn a_text_key_column_that_ignores_case_is_refused_before_anything_changes<C: Tes
             &format!("{says} a binary collation"),
             "Rust",
         ),
-        "postgres" => refused::<C>(
-            test,
-            "CREATE COLLATION slotted_ci \
-             (provider = icu, locale = 'und-u-ks-level2', deterministic = false)",
-            "VARCHAR(64) COLLATE slotted_ci",
-            &format!("{says} a deterministic collation"),
-            "Rust",
-        ),
+        "postgres" => {
+            refused::<C>(
+                test,
+                "CREATE COLLATION slotted_ci \
+                 (provider = icu, locale = 'und-u-ks-level2', deterministic = false)",
+                "VARCHAR(64) COLLATE slotted_ci",
+                &format!("{says} a deterministic collation"),
+                "Rust",
+            );
+            refused::<C>(
+                test,
+                "CREATE EXTENSION IF NOT EXISTS citext",
+                "citext",
+                "post_tags.tag keys a follow counter: make it text (citext ignores case)",
+                "Rust",
+            );
+        }
         _ => {
             for collation in ["NOCASE", "RTRIM"] {
                 refused::<C>(

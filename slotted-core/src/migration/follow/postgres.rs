@@ -133,28 +133,43 @@ pub(super) fn up(followers: &Followers) -> String {
 }
 
 /// Fails the migration, before it changes anything, when a column whose values are a follow
-/// counter's text keys has a nondeterministic collation (an ICU collation made with
-/// `deterministic = false`, such as a case-insensitive one): the counter's key column compares
-/// keys byte for byte, so `Rust` and `rust`, one parent to the application, would be two
-/// records to the counter, and the trigger's `GROUP BY` would add both under one of them.
+/// counter's text keys takes different text for one value: a nondeterministic collation (an ICU
+/// collation made with `deterministic = false`, such as a case-insensitive one), or the `citext`
+/// type. The counter's key column compares keys byte for byte, so `Rust` and `rust`, one parent
+/// to the application, would be two records to the counter, and the trigger's `GROUP BY` would
+/// add both under one of them.
 fn text_key_checks(followers: &Followers) -> String {
-    text_key_columns(followers)
-        .into_iter()
-        .map(|(table, column, _)| {
-            format!(
+    let checks = [
+        (
+            "JOIN pg_collation c ON c.oid = a.attcollation",
+            "NOT c.collisdeterministic",
+            "give it a deterministic collation (the database default, or COLLATE \"C\")",
+        ),
+        (
+            "",
+            // NULL, and so no row, where the extension is not installed.
+            "a.atttypid = to_regtype('citext')",
+            "make it text (citext ignores case)",
+        ),
+    ];
+    let mut sql = String::new();
+    for (table, column, _) in text_key_columns(followers) {
+        for (join, fails, fix) in checks {
+            sql.push_str(&format!(
                 "DO $slotted_check$\nBEGIN\n\
-                 IF EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation \
+                 IF EXISTS (SELECT 1 FROM pg_attribute a {join} \
                  WHERE a.attrelid = to_regclass('{relation}') AND a.attname = '{column}' \
-                 AND NOT c.collisdeterministic) THEN\n\
-                 RAISE EXCEPTION 'slotted: %.% keys a follow counter: give it a deterministic \
-                 collation (the database default, or COLLATE \"C\")', '{table}', '{column}';\n\
+                 AND {fails}) THEN\n\
+                 RAISE EXCEPTION 'slotted: %.% keys a follow counter: {fix}', '{table}', \
+                 '{column}';\n\
                  END IF;\nEND\n$slotted_check$;\n",
                 relation = quote(Dialect::Postgres, table).replace('\'', "''"),
                 table = table.replace('\'', "''"),
                 column = column.replace('\'', "''"),
-            )
-        })
-        .collect()
+            ));
+        }
+    }
+    sql
 }
 
 /// The changes of the rows of the transition table `table` (`slotted_new` or `slotted_old`)
