@@ -23,7 +23,10 @@ slotted_tests::async_backend_tests! {
         a_rollback_undoes_async_increments,
         roll_ups_beside_a_committing_writer,
     ],
-    servers: [the_connection_strategy_writes_the_slot_of_the_connection],
+    servers: [
+        the_connection_strategy_writes_the_slot_of_the_connection,
+        an_increment_rolled_back_by_the_database_runs_again_and_counts_once,
+    ],
 }
 
 /// Compile-time proof that the futures are `Send`: for every connection type a user passes,
@@ -511,4 +514,30 @@ async fn roll_ups_beside_a_committing_writer<A: AsyncTestConnection>(test: &str)
         "{}",
         <A::Sync as TestConnection>::NAME
     );
+}
+
+/// The sync face's interleaving (`slotted_tests::locks::an_increment_meets_a_rollback`), the
+/// increment by `increment_async`: its rerun pauses on tokio's timer.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+async fn an_increment_rolled_back_by_the_database_runs_again_and_counts_once<
+    A: AsyncTestConnection,
+>(
+    test: &str,
+) {
+    let Some((db, mut writer)) = migrated::<A>(test).await else {
+        return;
+    };
+    let runtime = tokio::runtime::Handle::current();
+    // The interleaving's threads block: off the runtime's workers.
+    tokio::task::block_in_place(|| {
+        slotted_tests::locks::an_increment_meets_a_rollback::<A::Sync>(&db.url, |setup| {
+            runtime.block_on(async {
+                writer
+                    .batch_execute(setup)
+                    .await
+                    .expect("set up the writer");
+                Post::likes_of(1).increment_async(&mut writer).await
+            })
+        })
+    });
 }

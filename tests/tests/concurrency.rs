@@ -4,9 +4,7 @@
 // The interleavings run on PostgreSQL and MySQL only.
 #![cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 
-use std::time::Duration;
-
-use slotted_tests::locks::{every_likes_slot, poll_until, session_id, waiting_on_a_lock};
+use slotted_tests::locks::an_increment_meets_a_rollback;
 use slotted_tests::models::*;
 use slotted_tests::{backend_tests, TestConnection, TestDb};
 
@@ -65,80 +63,18 @@ fn eight_threads_increment_one_record_exactly<C: TestConnection>(test: &str) {
     );
 }
 
-/// An increment outside a transaction is a transaction of its own; when the database rolls it
-/// back to break a deadlock or a serialization conflict, nothing of it was written, and it runs
-/// again: the caller gets `Ok` and the record counts it once. (Before, the caller got the
-/// error, and a compaction's locks on InnoDB made it about once in 1,600 increments.) Written
-/// down as one interleaving per server, with a session of the test in the compaction's place:
-/// - MariaDB/MySQL: the session reads record 1's slot rows with a shared lock; the increment
-///   waits for its row's exclusive lock; the session then updates the rows, which must wait
-///   behind the increment's request: a deadlock. InnoDB rolls back the transaction that changed
-///   fewer rows, the increment (the session changed one of record 2 first).
-/// - PostgreSQL, with the writer's sessions in `REPEATABLE READ` (as an app's
-///   `default_transaction_isolation` may put them): the session updates record 1's rows; the
-///   increment waits for its row; the session commits, and the increment's snapshot is too old
-///   to update the row: `40001`, could not serialize access due to concurrent update.
+/// An increment outside a transaction that the database rolls back runs again and counts once
+/// ([`an_increment_meets_a_rollback`] says how, on each server); the async face's twin is in
+/// async_counters.rs.
 fn an_increment_rolled_back_by_the_database_runs_again_and_counts_once<C: TestConnection>(
     test: &str,
 ) {
-    let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
+    let Some((db, _conn)) = TestDb::migrated::<C>(test) else {
         return;
     };
-    // The increment's row exists, and is held.
-    every_likes_slot(&mut conn, 1);
-    Post::likes_of(2).increment(&mut conn).unwrap();
     let mut writer = C::open(&db.url);
-    let mut session = C::open(&db.url);
-    if C::NAME == "postgres" {
-        writer
-            .batch_execute(
-                "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL REPEATABLE READ",
-            )
-            .unwrap();
-    }
-    let writer_id = session_id(&mut writer);
-    session.batch_execute("BEGIN").unwrap();
-    session
-        .batch_execute("UPDATE posts_likes_slots SET count = count + 1 WHERE record_id = 2")
-        .unwrap();
-    let closes_the_cycle = match C::NAME {
-        "postgres" => {
-            session
-                .batch_execute("UPDATE posts_likes_slots SET count = count + 1 WHERE record_id = 1")
-                .unwrap();
-            "COMMIT"
-        }
-        _ => {
-            session
-                .batch_execute(
-                    "SELECT count FROM posts_likes_slots WHERE record_id = 1 LOCK IN SHARE MODE",
-                )
-                .unwrap();
-            "UPDATE posts_likes_slots SET count = count + 1 WHERE record_id = 1"
-        }
-    };
-    std::thread::scope(|scope| {
-        let increment = scope.spawn(|| Post::likes_of(1).increment(&mut writer));
-        assert!(
-            poll_until(Duration::from_secs(30), || {
-                waiting_on_a_lock(&mut conn, &[writer_id]) == 1
-            }),
-            "{}: the increment never waited for its row",
-            C::NAME
-        );
-        session
-            .batch_execute(closes_the_cycle)
-            .expect("the database rolls back the increment, not the session");
-        if C::NAME != "postgres" {
-            session.batch_execute("COMMIT").unwrap();
-        }
-        increment
-            .join()
-            .unwrap()
-            .expect("the increment runs again after the database rolled it back");
+    an_increment_meets_a_rollback::<C>(&db.url, |setup| {
+        writer.batch_execute(setup).expect("set up the writer");
+        Post::likes_of(1).increment(&mut writer)
     });
-    // The session's +1 on each of record 1's 16 rows (and on record 2's), and the increment
-    // once.
-    assert_eq!(Post::likes_of(1).total(&mut conn).unwrap(), 16 + 16 + 1);
-    assert_eq!(Post::likes_of(2).total(&mut conn).unwrap(), 2);
 }
