@@ -63,7 +63,12 @@ pub fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
 /// Whether a session of this database waits on a row lock (on MySQL, one seen in `INNODB_TRX`:
 /// poll it every 150 ms at most often, [`poll_until`]).
 pub fn a_session_waits<C: TestConnection>(conn: &mut C) -> bool {
-    0 < conn.query_i64(match C::NAME {
+    sessions_waiting(conn) > 0
+}
+
+/// How many sessions of this database wait on a lock (as [`a_session_waits`]).
+pub fn sessions_waiting<C: TestConnection>(conn: &mut C) -> i64 {
+    conn.query_i64(match C::NAME {
         "postgres" => {
             "SELECT COUNT(*) AS n FROM pg_stat_activity \
              WHERE datname = current_database() AND wait_event_type = 'Lock'"

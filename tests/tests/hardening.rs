@@ -21,8 +21,11 @@ use slotted_core::{
     maintenance::RecordFailure, retry::transaction_with_retry, retry::RetryPolicy,
     CounterMaintenance, Error,
 };
+use slotted_tests::lifecycle::cached_likes;
 use slotted_tests::lifecycle::{articles_likes_slots, downloads_daily_slots, Article, Download};
-use slotted_tests::locks::{every_likes_slot, poll_until, session_id, waiting_on_a_lock};
+use slotted_tests::locks::{
+    a_session_waits, every_likes_slot, poll_until, session_id, sessions_waiting, waiting_on_a_lock,
+};
 use slotted_tests::models::{posts_likes_slots, Post};
 use slotted_tests::{backend_tests, Dice, Stop, TestConnection, TestDb};
 
@@ -36,6 +39,7 @@ backend_tests! {
     servers: [
         set_waits_out_a_fold_that_deletes_a_slot,
         compaction_names_a_record_its_locked_rows_poison,
+        a_roll_up_never_writes_a_total_older_than_one_written_before_it,
     ],
 }
 
@@ -752,4 +756,74 @@ mod asynch {
             .unwrap();
         super::assert_compacted_around_the_poison(&mut check, &report);
     }
+}
+
+/// Two roll-ups of one record: the one that commits last must not write a total older than the
+/// one that committed first (the record is settled then, and the next pass would not take it
+/// again). Written down as an interleaving, on PostgreSQL and MariaDB:
+/// 1. articles 1 and 2 have likes 5 and 10, their caches 0;
+/// 2. a session of the test holds article 1's row (the app editing the article);
+/// 3. roll-up A of articles 1 and 2 starts, and is seen waiting on a lock;
+/// 4. article 2 gets one more like (11), and roll-up B of article 2 alone runs on a thread;
+/// 5. once B is done or waits, the session commits, and both roll-ups end.
+///
+/// Before the fix, A had read its totals (5, 10) before it waited, B wrote 11 and committed,
+/// and A then wrote 10 over it: article 2's cache 10, its total 11, and settled.
+fn a_roll_up_never_writes_a_total_older_than_one_written_before_it<C: TestConnection>(test: &str) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let url = db.url.as_str();
+    let mut conn = C::open(url);
+    slotted_tests::lifecycle::migrate(&mut conn);
+    conn.batch_execute("INSERT INTO articles (id, likes_count) VALUES (1, 0), (2, 0)")
+        .unwrap();
+    Article::likes_of(1).add(5, &mut conn).unwrap();
+    Article::likes_of(2).add(10, &mut conn).unwrap();
+    // The column claimed by a first roll-up, of a record with no likes.
+    articles_likes_slots::table
+        .refresh_cache(&[3], &mut conn)
+        .unwrap();
+    let mut session = C::open(url);
+    session.batch_execute("BEGIN").unwrap();
+    session
+        .batch_execute("UPDATE articles SET likes_count = likes_count WHERE id = 1")
+        .unwrap();
+    let mut problems = Vec::new();
+    std::thread::scope(|scope| {
+        let a = scope.spawn(|| {
+            let mut conn = C::open(url);
+            articles_likes_slots::table.refresh_cache(&[1, 2], &mut conn)
+        });
+        if !poll_until(Duration::from_secs(30), || a_session_waits(&mut conn)) {
+            problems.push("roll-up A never waited for article 1's row".to_string());
+        }
+        Article::likes_of(2).increment(&mut conn).unwrap();
+        let b = scope.spawn(|| {
+            let mut conn = C::open(url);
+            articles_likes_slots::table.refresh_cache(&[2], &mut conn)
+        });
+        // B waits for A (PostgreSQL), or runs to its end (MariaDB, where A holds no row yet).
+        let done_or_waiting = poll_until(Duration::from_secs(30), || {
+            b.is_finished() || sessions_waiting(&mut conn) >= 2
+        });
+        if !done_or_waiting {
+            problems.push("roll-up B neither ended nor waited".to_string());
+        }
+        session.batch_execute("COMMIT").unwrap();
+        let a = a.join().unwrap();
+        let b = b.join().unwrap();
+        if let Err(e) = a.and(b) {
+            problems.push(format!("a roll-up failed: {e}"));
+        }
+    });
+    let total = Article::likes_of(2).total(&mut conn).unwrap();
+    assert_eq!(total, 11);
+    assert!(problems.is_empty(), "{}: {problems:?}", C::NAME);
+    assert_eq!(
+        (cached_likes(&mut conn, 1), cached_likes(&mut conn, 2)),
+        (5, total),
+        "{}: article 2's cache is not its total",
+        C::NAME
+    );
 }

@@ -34,7 +34,7 @@ use crate::sql::maintenance::{
     RowsQuery, UpdateRows, CASE_KEYS,
 };
 use crate::sql::read::{KeyPage, Keys};
-use crate::sql::refresh::{key_named, RefreshFromSlots, RefreshedBatch};
+use crate::sql::refresh::{key_named, RefreshFromSlots, RefreshedBatch, RollUpLock};
 use crate::sql::{Buckets, Scope, SlotRow, SlotValue, SETTLED_SLOT};
 use crate::table::{CacheSpec, CounterSpec};
 
@@ -685,6 +685,19 @@ async fn refresh_once<E: Exec>(
     keys: &[KeyValue<'_>],
 ) -> Result<super::RefreshReport> {
     let mut report = super::RefreshReport::default();
+    // Before any total is read (see `RollUpLock`): on PostgreSQL one lock, on MySQL each
+    // piece's parent rows.
+    if RollUpLock::needed::<E::Backend>() && !keys.is_empty() {
+        let pieces: Vec<&[KeyValue<'_>]> = match E::Backend::DIALECT {
+            Dialect::Postgres => vec![keys],
+            _ => keys.chunks(super::MAINTENANCE_BATCH).collect(),
+        };
+        for piece in pieces {
+            exec.load::<_, crate::sql::Sum>(RollUpLock::new(cache, piece))
+                .await
+                .map_err(|e| database_error(spec, e))?;
+        }
+    }
     for batch in keys.chunks(super::MAINTENANCE_BATCH) {
         if E::Backend::DIALECT == Dialect::Postgres {
             refresh_in_place(exec, spec, cache, batch, &mut report).await?;

@@ -1,5 +1,6 @@
 //! PostgreSQL's roll-up of a batch in one statement ([`RefreshFromSlots`]): the totals read,
 //! the parent rows locked in key order and written, with no total sent to the client and back.
+//! And what every roll-up takes before it reads a total ([`RollUpLock`]).
 
 use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::QueryResult;
@@ -7,10 +8,10 @@ use diesel::QueryResult;
 use super::maintenance::push_same_key;
 use super::read::SumMany;
 use super::{
-    push_columns, push_key_values, push_list, push_qualified, read_keyed_total, statement,
-    varies_with_batch, Scope, COUNT, TOTAL,
+    push_columns, push_key_values, push_keys_in, push_list, push_qualified, read_keyed_total,
+    statement, varies_with_batch, Scope, COUNT, TOTAL,
 };
-use crate::dialect::CounterBackend;
+use crate::dialect::{CounterBackend, Dialect};
 use crate::key::{KeyValue, RawKey};
 use crate::table::CacheSpec;
 
@@ -22,8 +23,8 @@ use crate::table::CacheSpec;
 /// Returns one [`RefreshedBatch`] row with the number written, and one more for each key whose
 /// total the column cannot hold (left as it is).
 ///
-/// The totals are the statement's snapshot, as the separate read they replace was its own: the
-/// cache is as fresh as the statement.
+/// The totals are the statement's snapshot: [`RollUpLock`] comes first in the transaction, so
+/// that snapshot is taken after every other roll-up of the column has committed.
 pub(crate) struct RefreshFromSlots<'a> {
     scope: Scope<'a>,
     cache: &'a CacheSpec,
@@ -187,4 +188,76 @@ pub(crate) fn key_named<'k>(keys: &'k [KeyValue<'k>], raw: &RawKey) -> Option<&'
     keys.iter().find(|key| key.to_raw() == *raw)
 }
 
-statement!(by_text: RefreshFromSlots);
+/// The advisory-lock class of the roll-ups of a cache column on PostgreSQL (`'slor'`), beside
+/// the lease's (`'slom'`) and the writer indices' (`'slot'`).
+const ROLL_UP_LOCK_CLASS: i32 = 0x736c_6f72;
+
+/// What a roll-up takes before it reads a total, held to the end of its transaction: then a
+/// roll-up that commits after another has read its totals after the other committed, and never
+/// writes an older total over a newer one, nor leaves one there because its own total equals
+/// what the column held before (the record is settled then: no later pass would take it).
+/// Without it, a roll-up that read its totals and waited for a parent row (held by the app, or
+/// by a roll-up of another page) wrote them after a later roll-up of the same record had
+/// written a newer total (`a_roll_up_never_writes_a_total_older_than_one_written_before_it`).
+/// - PostgreSQL: a transaction-level advisory lock of the cache column (its table and name):
+///   roll-ups of one column take turns, batch by batch; writers, and the parent rows a roll-up
+///   does not write, are not touched. In `READ COMMITTED` the roll-up's statement then takes
+///   its snapshot after the lock; in a caller's `REPEATABLE READ` transaction, whose snapshot
+///   may be older, a parent row that another roll-up wrote since fails with `40001`.
+/// - MySQL and MariaDB: the parent rows of `keys`, locked `FOR UPDATE` (a consistent read, as
+///   the totals' is, takes its snapshot at the transaction's first such read, after these
+///   locks). Most of them are written in the same transaction anyway: a pass rolls up the
+///   records written since the last. `keys` at most `MAINTENANCE_BATCH` (one `IN` list).
+/// - SQLite: nothing (`BEGIN IMMEDIATE` holds the database's one write lock already).
+///
+/// One `slotted_total`, ignored (on MySQL the number of rows locked).
+pub(crate) struct RollUpLock<'a> {
+    cache: &'a CacheSpec,
+    keys: &'a [KeyValue<'a>],
+}
+
+impl<'a> RollUpLock<'a> {
+    pub(crate) fn new(cache: &'a CacheSpec, keys: &'a [KeyValue<'a>]) -> Self {
+        RollUpLock { cache, keys }
+    }
+
+    /// Whether the backend takes one (SQLite does not).
+    pub(crate) fn needed<DB: CounterBackend>() -> bool {
+        DB::DIALECT != Dialect::Sqlite
+    }
+}
+
+impl<DB: CounterBackend> QueryFragment<DB> for RollUpLock<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
+        let CacheSpec {
+            table,
+            key_columns,
+            column,
+            ..
+        } = *self.cache;
+        match DB::DIALECT {
+            Dialect::Postgres => {
+                let hash = crate::table::stable_hash(format!("{table}\n{column}").as_bytes());
+                let key = i32::try_from(hash & 0x7fff_ffff).unwrap_or(0);
+                out.push_sql(&format!(
+                    "SELECT '1' AS {TOTAL} FROM (SELECT pg_advisory_xact_lock(\
+                     {ROLL_UP_LOCK_CLASS}, {key})) AS slotted_lock"
+                ));
+            }
+            Dialect::Mysql => {
+                varies_with_batch(&mut out);
+                out.push_sql("SELECT CAST(COUNT(*) AS CHAR) AS ");
+                out.push_identifier(TOTAL)?;
+                out.push_sql(" FROM ");
+                out.push_identifier(table)?;
+                out.push_sql(" WHERE ");
+                push_keys_in(&mut out, key_columns, None, self.keys, |key| key)?;
+                out.push_sql(" FOR UPDATE");
+            }
+            Dialect::Sqlite => out.push_sql(&format!("SELECT '1' AS {TOTAL}")),
+        }
+        Ok(())
+    }
+}
+
+statement!(by_text: RefreshFromSlots, RollUpLock);
