@@ -18,7 +18,7 @@
 //!   the rows into the client and write the result back (`take_rows`, `put_back`).
 //! - SQLite: `DELETE … RETURNING`, then the sums inserted; SQLite lets one writer in at a time.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::{CompactionReport, RecordFailure, MAINTENANCE_RETRY};
 use crate::count::{check_key, database_error, parse_total, sums, total_out_of_range};
@@ -685,25 +685,35 @@ async fn refresh_once<E: Exec>(
     keys: &[KeyValue<'_>],
 ) -> Result<super::RefreshReport> {
     let mut report = super::RefreshReport::default();
-    // Before any total is read (see `RollUpLock`): on PostgreSQL one lock, on MySQL each
-    // piece's parent rows.
-    if RollUpLock::needed::<E::Backend>() && !keys.is_empty() {
-        let pieces: Vec<&[KeyValue<'_>]> = match E::Backend::DIALECT {
-            Dialect::Postgres => vec![keys],
-            _ => keys.chunks(super::MAINTENANCE_BATCH).collect(),
-        };
-        for piece in pieces {
-            exec.load::<_, crate::sql::Sum>(RollUpLock::new(cache, piece))
+    // Before any total is read (see `RollUpLock`): on PostgreSQL one lock; on MySQL each
+    // piece's parent rows, with the cache each holds (`None`: no lock taken, SQLite).
+    let mut held: Option<HashMap<RawKey, Option<String>>> = None;
+    match E::Backend::DIALECT {
+        _ if keys.is_empty() => {}
+        Dialect::Postgres => {
+            exec.load::<_, crate::sql::Sum>(RollUpLock::new(cache, keys))
                 .await
                 .map_err(|e| database_error(spec, e))?;
         }
+        Dialect::Mysql => {
+            let held = held.get_or_insert_with(HashMap::new);
+            for piece in keys.chunks(super::MAINTENANCE_BATCH) {
+                let rows: Vec<(RawKey, crate::sql::Sum)> =
+                    load_keyed(exec, RollUpLock::new(cache, piece), spec.key_column_kinds())
+                        .await
+                        .map_err(|e| database_error(spec, e))?;
+                held.extend(rows.into_iter().map(|(key, cached)| (key, cached.0)));
+            }
+        }
+        Dialect::Sqlite => {}
     }
     for batch in keys.chunks(super::MAINTENANCE_BATCH) {
         if E::Backend::DIALECT == Dialect::Postgres {
             refresh_in_place(exec, spec, cache, batch, &mut report).await?;
             continue;
         }
-        // The totals come from a plain, non-locking read; the cache is then as fresh as it.
+        // The totals come from a plain, non-locking read, after `RollUpLock`: the cache is as
+        // fresh as it, and no older than what another roll-up wrote.
         let mut totals: BTreeMap<KeyValue<'_>, Result<i64>> =
             batch.iter().map(|&k| (k, Ok(0))).collect();
         match sums(exec, spec, batch).await {
@@ -740,7 +750,17 @@ async fn refresh_once<E: Exec>(
             let Some(total) = totals.remove(&key) else {
                 continue;
             };
+            // On MySQL only the rows whose cache differs (locked: it cannot change now).
+            let unchanged = |total: i64| match &held {
+                // A key the rows do not name (no parent row, or one the column's collation
+                // spells otherwise): left to the `UPDATE`, which matches as the server does.
+                Some(held) => held
+                    .get(&key.to_raw())
+                    .is_some_and(|cached| cached.as_deref() == Some(total.to_string().as_str())),
+                None => false,
+            };
             match total {
+                Ok(total) if unchanged(total) => {}
                 Ok(total) if cache.holds(total) => pairs.push((key, total)),
                 Ok(total) => report.failed.push(does_not_fit(cache, &key, total)),
                 Err(e @ Error::TotalOutOfRange { .. }) => report.failed.push(RecordFailure {

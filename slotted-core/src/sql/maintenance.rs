@@ -338,8 +338,9 @@ pub(crate) const CASE_KEYS: usize = 100;
 
 /// The roll-up of a page of totals into the cache column, in one statement, writing only the
 /// rows whose cache differs from their total (an unchanged row costs no write). MySQL: `UPDATE
-/// parent SET cache = CASE WHEN key = ? THEN ? … ELSE cache END WHERE key IN (…) AND NOT (cache
-/// <=> CASE …) ORDER BY key` (for a composite key,
+/// parent SET cache = CASE WHEN key = ? THEN ? … ELSE cache END WHERE key IN (…) ORDER BY key`,
+/// of the rows whose cache differs only (the caller read the caches under its locks,
+/// [`super::refresh::RollUpLock`]; for a composite key,
 /// `key = ?` and `IN` are over its columns), locking the parent rows in key order. Each row is
 /// tested against every `WHEN`, so a page goes in statements of [`CASE_KEYS`] totals. Not
 /// `UPDATE JSON_TABLE(?, …) STRAIGHT_JOIN parent ON <key> SET …`,
@@ -408,31 +409,21 @@ impl<DB: CounterBackend> QueryFragment<DB> for RefreshCache<'_> {
             out.push_sql(&format!(" IS NOT slotted_totals.{total_column}"));
             return Ok(());
         }
-        // MySQL and MariaDB: the totals as a `CASE`, and again in the `WHERE`, so that the
-        // rows whose cache holds its total already are neither written nor counted (Diesel
-        // connects with `CLIENT_FOUND_ROWS`: a matched row would count as updated).
-        let push_case = |out: &mut AstPass<'_, 'b, DB>| -> QueryResult<()> {
-            out.push_sql("CASE");
-            for (key, total) in self.totals {
-                out.push_sql(" WHEN ");
-                push_key_match(out, key_columns, Some(table), key)?;
-                out.push_sql(" THEN ");
-                DB::push_big_int(out, total)?;
-            }
-            out.push_sql(" ELSE ");
-            push_qualified(out, table, column)?;
-            out.push_sql(" END");
-            Ok(())
-        };
-        out.push_sql(" = ");
-        push_case(&mut out)?;
-        out.push_sql(" WHERE ");
-        push_keys_in(&mut out, key_columns, None, self.totals, |(key, _)| key)?;
-        out.push_sql(" AND NOT (");
+        // MySQL and MariaDB: the totals as a `CASE`, of the rows whose cache differs only (the
+        // roll-up read the caches under its lock, `RollUpLock`): Diesel connects with
+        // `CLIENT_FOUND_ROWS`, so every matched row counts as updated.
+        out.push_sql(" = CASE");
+        for (key, total) in self.totals {
+            out.push_sql(" WHEN ");
+            push_key_match(&mut out, key_columns, Some(table), key)?;
+            out.push_sql(" THEN ");
+            DB::push_big_int(&mut out, total)?;
+        }
+        out.push_sql(" ELSE ");
         push_qualified(&mut out, table, column)?;
-        out.push_sql(" <=> ");
-        push_case(&mut out)?;
-        out.push_sql(") ORDER BY ");
+        out.push_sql(" END WHERE ");
+        push_keys_in(&mut out, key_columns, None, self.totals, |(key, _)| key)?;
+        out.push_sql(" ORDER BY ");
         push_columns(&mut out, key_columns, None)
     }
 }

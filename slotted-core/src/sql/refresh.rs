@@ -208,9 +208,12 @@ const ROLL_UP_LOCK_CLASS: i32 = 0x736c_6f72;
 ///   the totals' is, takes its snapshot at the transaction's first such read, after these
 ///   locks). Most of them are written in the same transaction anyway: a pass rolls up the
 ///   records written since the last. `keys` at most `MAINTENANCE_BATCH` (one `IN` list).
+///   Returns each row's key (named as the counter table's key columns) and its cache as text,
+///   which no one else may change until the roll-up commits: the `UPDATE` then names only the
+///   rows whose cache differs from their total.
 /// - SQLite: nothing (`BEGIN IMMEDIATE` holds the database's one write lock already).
 ///
-/// One `slotted_total`, ignored (on MySQL the number of rows locked).
+/// PostgreSQL and SQLite: one `slotted_total`, ignored.
 pub(crate) struct RollUpLock<'a> {
     cache: &'a CacheSpec,
     keys: &'a [KeyValue<'a>],
@@ -219,11 +222,6 @@ pub(crate) struct RollUpLock<'a> {
 impl<'a> RollUpLock<'a> {
     pub(crate) fn new(cache: &'a CacheSpec, keys: &'a [KeyValue<'a>]) -> Self {
         RollUpLock { cache, keys }
-    }
-
-    /// Whether the backend takes one (SQLite does not).
-    pub(crate) fn needed<DB: CounterBackend>() -> bool {
-        DB::DIALECT != Dialect::Sqlite
     }
 }
 
@@ -246,7 +244,17 @@ impl<DB: CounterBackend> QueryFragment<DB> for RollUpLock<'_> {
             }
             Dialect::Mysql => {
                 varies_with_batch(&mut out);
-                out.push_sql("SELECT CAST(COUNT(*) AS CHAR) AS ");
+                out.push_sql("SELECT ");
+                let counter_keys = crate::key::KEY_COLUMNS;
+                for (parent, counter) in key_columns.iter().zip(counter_keys) {
+                    out.push_identifier(parent)?;
+                    out.push_sql(" AS ");
+                    out.push_identifier(counter)?;
+                    out.push_sql(", ");
+                }
+                out.push_sql("CAST(");
+                out.push_identifier(column)?;
+                out.push_sql(" AS CHAR) AS ");
                 out.push_identifier(TOTAL)?;
                 out.push_sql(" FROM ");
                 out.push_identifier(table)?;
