@@ -80,18 +80,29 @@ fn takes_over_and_keeps_the_cache<C: TestConnection>(
     assert_eq!((report.errors, report.leases_taken), (0, 1), "{report:?}");
 }
 
+/// A migrated database of the test with articles 1 to 4, and a connection to it.
+fn four_articles<C: TestConnection>(test: &str) -> Option<(TestDb, C)> {
+    let db = TestDb::new::<C>(test)?;
+    let mut conn = C::open(&db.url);
+    migrate(&mut conn);
+    conn.batch_execute("INSERT INTO articles (id) VALUES (1), (2), (3), (4)")
+        .unwrap();
+    Some((db, conn))
+}
+
+/// Articles 1 to 4's cached likes.
+fn four_caches<C: TestConnection>(conn: &mut C) -> Vec<i64> {
+    (1..=4).map(|id| cached_likes(conn, id)).collect()
+}
+
 fn a_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers<
     C: TestConnection + R2D2Connection,
 >(
     test: &str,
 ) {
-    let Some(db) = TestDb::new::<C>(test) else {
+    let Some((db, mut conn)) = four_articles::<C>(test) else {
         return;
     };
-    let mut conn = C::open(&db.url);
-    migrate(&mut conn);
-    conn.batch_execute("INSERT INTO articles (id) VALUES (1), (2), (3), (4)")
-        .unwrap();
     // An old day bucket, which retention deletes.
     let old = std::time::SystemTime::now() - Duration::from_secs(40 * 86_400);
     Download::daily_of(1).at(old).add(5, &mut conn).unwrap();
@@ -138,9 +149,7 @@ fn a_maintainer_keeps_caches_fresh_and_counts_exact_beside_writers<
     let acked = sum_acked(acked);
     // Within the bound (and a pass), the cached column holds every acknowledged write.
     until_read(10, &|| "the cache".into(), acked[1..].to_vec(), || {
-        (1..=4)
-            .map(|id| cached_likes(&mut conn, id))
-            .collect::<Vec<i64>>()
+        four_caches(&mut conn)
     });
     let report = maintainer.stop(Duration::from_secs(10));
     assert!(!report.running && !report.active, "{report:?}");
@@ -491,13 +500,9 @@ fn two_releases_maintainers_and_the_app_roll_up_one_cache_right<
 >(
     test: &str,
 ) {
-    let Some(db) = TestDb::new::<C>(test) else {
+    let Some((db, mut conn)) = four_articles::<C>(test) else {
         return;
     };
-    let mut conn = C::open(&db.url);
-    migrate(&mut conn);
-    conn.batch_execute("INSERT INTO articles (id) VALUES (1), (2), (3), (4)")
-        .unwrap();
     let old = Maintainer::builder(pool::<C>(&db.url, 2))
         .counter::<articles_likes_slots::table>()
         .freshness(BOUND)
@@ -563,11 +568,7 @@ fn two_releases_maintainers_and_the_app_roll_up_one_cache_right<
         .map(|id| Article::likes_of(id).total(&mut conn).unwrap())
         .collect();
     let report = || format!("old {:?}\nnew {:?}", old.report(), new.report());
-    until_read(10, &report, totals.clone(), || {
-        (1..=4)
-            .map(|id| cached_likes(&mut conn, id))
-            .collect::<Vec<i64>>()
-    });
+    until_read(10, &report, totals.clone(), || four_caches(&mut conn));
     // And it stays: a later pass of either changes nothing.
     let passes = (old.report().passes, new.report().passes);
     until(&old, "the old release passes again", |r| {
@@ -576,8 +577,7 @@ fn two_releases_maintainers_and_the_app_roll_up_one_cache_right<
     until(&new, "the new release passes again", |r| {
         r.passes >= passes.1 + 2
     });
-    let cached: Vec<i64> = (1..=4).map(|id| cached_likes(&mut conn, id)).collect();
-    assert_eq!(cached, totals);
+    assert_eq!(four_caches(&mut conn), totals);
     for maintainer in [old, new] {
         let report = maintainer.stop(Duration::from_secs(10));
         assert_eq!((report.errors, report.alerts), (0, 0), "{report:?}");
