@@ -19,7 +19,10 @@ backend_tests! {
     a_text_key_counts_each_spelling_as_the_column_compares_it,
     a_text_key_column_that_ignores_case_is_refused_before_anything_changes,
     ],
-    sqlite: [a_verify_over_a_column_that_ignores_case_ends_with_an_error],
+    sqlite: [
+        a_verify_over_a_column_that_ignores_case_ends_with_an_error,
+        a_text_key_column_under_an_apps_collation_that_ignores_accents_is_refused,
+    ],
     mysql: [a_text_key_column_longer_than_the_counters_keys_is_refused_before_anything_changes],
 }
 
@@ -268,21 +271,64 @@ fn refused<C: TestConnection>(test: &str, setup: &str, column_type: &str, says: 
     if !setup.is_empty() {
         run(&mut conn, setup);
     }
-    tag_tables(&mut conn, column_type);
+    refused_on(&mut conn, column_type, says, tag);
+}
+
+/// [`refused`]'s check, on a connection of the test's database.
+fn refused_on<C: TestConnection>(conn: &mut C, column_type: &str, says: &str, tag: &str) {
+    tag_tables(conn, column_type);
     let error = conn
         .run_pending_migrations(slotted_core::CounterMigrations::of::<Tag>())
         .unwrap_err()
         .to_string();
     assert!(error.contains(says), "{}: {error}", C::NAME);
-    assert_eq!(
-        forum::follow_triggers(&mut conn),
-        0,
-        "{}: no trigger",
-        C::NAME
-    );
+    assert_eq!(forum::follow_triggers(conn), 0, "{}: no trigger", C::NAME);
     run(
-        &mut conn,
+        conn,
         &format!("INSERT INTO post_tags (post_id, tag) VALUES (1, '{tag}')"),
+    );
+}
+
+/// SQLite: a collation of the app's own (`register_collation`) that takes `é` (either Unicode
+/// form) for `e`, as an accent-blind search collation does. The counter would count `café` and
+/// `cafe`, one tag to the app, as two records: the migration refuses the column, as it refuses
+/// `NOCASE`.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+fn a_text_key_column_under_an_apps_collation_that_ignores_accents_is_refused<
+    C: TestConnection + 'static,
+>(
+    test: &str,
+) {
+    let Some(db) = TestDb::new::<C>(test) else {
+        return;
+    };
+    let mut conn = C::open(&db.url);
+    let sqlite = (&mut conn as &mut dyn std::any::Any)
+        .downcast_mut::<diesel::SqliteConnection>()
+        .expect("a SQLite connection");
+    // Each `é`, composed or not, read as `e`.
+    let blind = |text: &str| -> String {
+        text.chars()
+            .filter(|&c| c != '\u{301}')
+            .map(|c| if c == '\u{e9}' { 'e' } else { c })
+            .collect()
+    };
+    sqlite
+        .register_collation("slotted_no_accent", move |a, b| blind(a).cmp(&blind(b)))
+        .expect("register the collation");
+    refused_on(
+        &mut conn,
+        "TEXT COLLATE slotted_no_accent",
+        "post_tags.tag keys a follow counter: give it the BINARY collation",
+        "caf\u{e9}",
+    );
+    // It compares as the app wants: one tag.
+    assert_eq!(
+        conn.query_i64(
+            "SELECT COUNT(DISTINCT tag) AS n FROM (SELECT tag FROM post_tags \
+                        UNION ALL SELECT 'cafe')"
+        ),
+        1
     );
 }
 

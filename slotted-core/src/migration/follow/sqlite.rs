@@ -128,10 +128,12 @@ pub(super) fn up(followers: &Followers) -> String {
 /// are a follow counter's text keys has a collation that is not `BINARY` (`NOCASE`, `RTRIM`):
 /// the counter's key column compares keys byte for byte, so `Rust` and `rust`, one parent to
 /// the application, would be two records to the counter. SQLite keeps no catalog of a column's
-/// collation, so the check asks the column itself: three values that differ only by case and a
-/// trailing space, compared under the column's collation (a compound `SELECT` takes it from
-/// its first column), are three distinct values only under `BINARY`. A failed check is a named
-/// `CHECK` constraint of a temporary table, whose name is the message.
+/// collation, so the check asks the column itself: six values that differ only by case, a
+/// trailing space, an accent and its Unicode form (`a`, `A`, `a `, `e`, `é` and `e` with a
+/// combining acute), compared under the column's collation (a compound `SELECT` takes it from
+/// its first column), are six distinct values only under `BINARY`, or a collation of the app's
+/// own (`register_collation`) that tells them apart. A failed check is a named `CHECK`
+/// constraint of a temporary table, whose name is the message.
 fn text_key_checks(followers: &Followers) -> String {
     let q = |ident: &str| quote(Dialect::Sqlite, ident);
     text_key_columns(followers)
@@ -144,9 +146,10 @@ fn text_key_checks(followers: &Followers) -> String {
             format!(
                 "CREATE TEMP TABLE slotted_check (failed INTEGER CONSTRAINT {name} \
                  CHECK (failed = 0));\n\
-                 INSERT INTO slotted_check SELECT COUNT(DISTINCT slotted_k) < 3 FROM \
+                 INSERT INTO slotted_check SELECT COUNT(DISTINCT slotted_k) < 6 FROM \
                  (SELECT {column} AS slotted_k FROM {table} WHERE 0 \
-                 UNION ALL SELECT 'a' UNION ALL SELECT 'A' UNION ALL SELECT 'a ');\n\
+                 UNION ALL SELECT 'a' UNION ALL SELECT 'A' UNION ALL SELECT 'a ' \
+                 UNION ALL SELECT 'e' UNION ALL SELECT '\u{e9}' UNION ALL SELECT 'e\u{301}');\n\
                  DROP TABLE temp.slotted_check;\n",
                 name = q(&message),
                 column = q(column),
