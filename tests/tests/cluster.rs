@@ -1450,10 +1450,17 @@ mod galera {
     /// node insert, soft-delete, move and delete comments and cast votes, in transactions; the
     /// triggers fire on the node that runs the statement and their slot writes replicate in its
     /// writeset like any other row. Each node writes its own share of the slots (the writer
-    /// slot's node share), so no trigger write meets another node's in certification: no
-    /// child write fails that would have committed without the triggers. At the end every
-    /// node's totals equal that node's COUNT and SUM over the child rows, and verify finds no
-    /// drift on any node.
+    /// slot's node share), so no trigger write meets another node's in certification. The
+    /// child writes themselves are not free of conflicts: a node applying another's comment now
+    /// and then aborts a local transaction it meets on a lock (Galera's "cluster conflict due
+    /// to high priority abort", the winner the other node's `INSERT INTO comments`). The same
+    /// statements with no migration (no trigger) met one such conflict in 3 of 40 runs, and
+    /// with the triggers one in about 1 of 15 runs, never more than one (2026-11-28, a dev
+    /// cluster of scripts/galera): the test asserted none, and failed CI once so. It allows 3
+    /// of the 360 transactions; slots shared across nodes conflict in tens (`random` slots:
+    /// 78-347 per 1,000 increments, guide clusters.md). Each conflict reruns its transaction.
+    /// At the end every node's totals equal that node's COUNT and SUM over the child rows, and
+    /// verify finds no drift on any node.
     #[test]
     fn counters_that_follow_a_child_table_count_exactly_on_every_node() {
         follow_on_every_node("follow", false);
@@ -1827,9 +1834,10 @@ mod galera {
                 );
             }
         }
-        assert_eq!(
-            conflicts, 0,
-            "no trigger write met another node's in certification"
+        assert!(
+            conflicts <= 3,
+            "{conflicts} conflicts: the child writes alone meet at most one a run; more is trigger \
+             writes meeting another node's"
         );
         if online {
             // Every post's comments and score, every author's, the site's two counts and the
