@@ -28,6 +28,7 @@ use crate::exec::{load_keyed, Exec};
 use crate::key::{CounterKey, KeyValue, RawKey};
 use crate::retry::lost_a_deadlock;
 use crate::retry::retried_transaction;
+use crate::sql::adopt::ColumnValue;
 use crate::sql::compact::{CompactInPlace, CompactedBatch};
 use crate::sql::maintenance::{
     DeleteRows, DeleteScope, InsertRows, OnConflict, RefreshCache, RowCount, RowId, Rows,
@@ -687,22 +688,25 @@ async fn refresh_once<E: Exec>(
     let mut report = super::RefreshReport::default();
     // Before any total is read (see `RollUpLock`): on PostgreSQL one lock; on MySQL each
     // piece's parent rows, with the cache each holds (`None`: no lock taken, SQLite).
-    let mut held: Option<HashMap<RawKey, Option<String>>> = None;
+    let mut held: Option<HashMap<RawKey, i64>> = None;
     match E::Backend::DIALECT {
         _ if keys.is_empty() => {}
         Dialect::Postgres => {
-            exec.load::<_, crate::sql::Sum>(RollUpLock::new(cache, keys))
+            exec.load::<_, crate::sql::Sum>(RollUpLock::new(spec, cache, keys))
                 .await
                 .map_err(|e| database_error(spec, e))?;
         }
         Dialect::Mysql => {
             let held = held.get_or_insert_with(HashMap::new);
             for piece in keys.chunks(super::MAINTENANCE_BATCH) {
-                let rows: Vec<(RawKey, crate::sql::Sum)> =
-                    load_keyed(exec, RollUpLock::new(cache, piece), spec.key_column_kinds())
-                        .await
-                        .map_err(|e| database_error(spec, e))?;
-                held.extend(rows.into_iter().map(|(key, cached)| (key, cached.0)));
+                let rows: Vec<ColumnValue> = load_keyed(
+                    exec,
+                    RollUpLock::new(spec, cache, piece),
+                    spec.key_column_kinds(),
+                )
+                .await
+                .map_err(|e| database_error(spec, e))?;
+                held.extend(rows.into_iter().map(|row| (row.key, row.value)));
             }
         }
         Dialect::Sqlite => {}
@@ -754,9 +758,7 @@ async fn refresh_once<E: Exec>(
             let unchanged = |total: i64| match &held {
                 // A key the rows do not name (no parent row, or one the column's collation
                 // spells otherwise): left to the `UPDATE`, which matches as the server does.
-                Some(held) => held
-                    .get(&key.to_raw())
-                    .is_some_and(|cached| cached.as_deref() == Some(total.to_string().as_str())),
+                Some(held) => held.get(&key.to_raw()) == Some(&total),
                 None => false,
             };
             match total {

@@ -183,8 +183,9 @@ impl<DB: CounterBackend> QueryFragment<DB> for ColumnValues<'_> {
 }
 
 /// `SELECT <key as record_id…>, CAST(column AS BIGINT) AS slotted_value FROM parent WHERE `: the
-/// head of [`ColumnValues`] and [`HoldsCounts`], whose rows are [`ColumnValue`]s.
-fn push_select_values<DB: CounterBackend>(
+/// head of [`ColumnValues`], [`HoldsCounts`] and MySQL's
+/// [`RollUpLock`](super::refresh::RollUpLock), whose rows are [`ColumnValue`]s.
+pub(crate) fn push_select_values<DB: CounterBackend>(
     out: &mut AstPass<'_, '_, DB>,
     spec: &CounterSpec,
     column: &CacheSpec,

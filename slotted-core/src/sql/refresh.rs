@@ -5,6 +5,7 @@
 use diesel::query_builder::{AstPass, QueryFragment};
 use diesel::QueryResult;
 
+use super::adopt::push_select_values;
 use super::maintenance::push_same_key;
 use super::read::SumMany;
 use super::{
@@ -13,7 +14,7 @@ use super::{
 };
 use crate::dialect::{CounterBackend, Dialect};
 use crate::key::{KeyValue, RawKey};
-use crate::table::CacheSpec;
+use crate::table::{CacheSpec, CounterSpec};
 
 /// The roll-up of `scope`'s keys into the cache column, in one statement (PostgreSQL): each
 /// key's total (`SumMany`, exact as `NUMERIC`; 0 for a key with no row), the parent rows whose
@@ -208,20 +209,26 @@ const ROLL_UP_LOCK_CLASS: i32 = 0x736c_6f72;
 ///   the totals' is, takes its snapshot at the transaction's first such read, after these
 ///   locks). Most of them are written in the same transaction anyway: a pass rolls up the
 ///   records written since the last. `keys` at most `MAINTENANCE_BATCH` (one `IN` list).
-///   Returns each row's key (named as the counter table's key columns) and its cache as text,
-///   which no one else may change until the roll-up commits: the `UPDATE` then names only the
-///   rows whose cache differs from their total.
+///   Locked in key order, as [`ColumnValues`](super::adopt::ColumnValues) locks them, and
+///   read as its rows are ([`ColumnValue`](super::adopt::ColumnValue)s): each row's key and
+///   its cache, which no one else may change until the roll-up commits, so the `UPDATE` names
+///   only the rows whose cache differs from their total.
 /// - SQLite: nothing (`BEGIN IMMEDIATE` holds the database's one write lock already).
 ///
 /// PostgreSQL and SQLite: one `slotted_total`, ignored.
 pub(crate) struct RollUpLock<'a> {
+    spec: &'a CounterSpec,
     cache: &'a CacheSpec,
     keys: &'a [KeyValue<'a>],
 }
 
 impl<'a> RollUpLock<'a> {
-    pub(crate) fn new(cache: &'a CacheSpec, keys: &'a [KeyValue<'a>]) -> Self {
-        RollUpLock { cache, keys }
+    pub(crate) fn new(
+        spec: &'a CounterSpec,
+        cache: &'a CacheSpec,
+        keys: &'a [KeyValue<'a>],
+    ) -> Self {
+        RollUpLock { spec, cache, keys }
     }
 }
 
@@ -244,22 +251,10 @@ impl<DB: CounterBackend> QueryFragment<DB> for RollUpLock<'_> {
             }
             Dialect::Mysql => {
                 varies_with_batch(&mut out);
-                out.push_sql("SELECT ");
-                let counter_keys = crate::key::KEY_COLUMNS;
-                for (parent, counter) in key_columns.iter().zip(counter_keys) {
-                    out.push_identifier(parent)?;
-                    out.push_sql(" AS ");
-                    out.push_identifier(counter)?;
-                    out.push_sql(", ");
-                }
-                out.push_sql("CAST(");
-                out.push_identifier(column)?;
-                out.push_sql(" AS CHAR) AS ");
-                out.push_identifier(TOTAL)?;
-                out.push_sql(" FROM ");
-                out.push_identifier(table)?;
-                out.push_sql(" WHERE ");
+                push_select_values(&mut out, self.spec, self.cache)?;
                 push_keys_in(&mut out, key_columns, None, self.keys, |key| key)?;
+                out.push_sql(" ORDER BY ");
+                push_columns(&mut out, key_columns, None)?;
                 out.push_sql(" FOR UPDATE");
             }
             Dialect::Sqlite => out.push_sql(&format!("SELECT '1' AS {TOTAL}")),
