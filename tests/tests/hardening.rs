@@ -21,8 +21,9 @@ use slotted_core::{
     maintenance::RecordFailure, retry::transaction_with_retry, retry::RetryPolicy,
     CounterMaintenance, Error,
 };
-use slotted_tests::lifecycle::cached_likes;
-use slotted_tests::lifecycle::{articles_likes_slots, downloads_daily_slots, Article, Download};
+use slotted_tests::lifecycle::{
+    articles_likes_slots, cached_likes, downloads_daily_slots, Article, Download,
+};
 use slotted_tests::locks::{
     a_session_waits, every_likes_slot, poll_until, session_id, sessions_waiting, waiting_on_a_lock,
 };
