@@ -70,6 +70,9 @@ pub use error::{Error, Failure, Result};
 pub use exec::asynch::AsyncCounterConnection;
 #[cfg(feature = "async")]
 pub use exec::cancel::{CancelGuard, PooledAsyncConnection};
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub use exec::hooks as test_hooks;
 pub use exec::sync::CounterConnection;
 pub use handle::Counter;
 pub use key::{CounterKey, KeyKind, KeyOf, KEY_COLUMNS, MAX_KEY_COLUMNS};

@@ -37,14 +37,24 @@ use crate::error::{Error, Failure};
 /// attempt, which a closure returning a future cannot express without boxing and lifetime
 /// contortions.
 macro_rules! retried_transaction {
-    ($exec:ident, $policy:expr, $retry_on:expr, $body:expr) => {{
+    ($exec:ident, $policy:expr, $retry_on:expr, $body:expr) => {
+        $crate::retry::retried_transaction!(
+            $crate::exec::Guard::Plain,
+            $exec,
+            $policy,
+            $retry_on,
+            $body
+        )
+    };
+    ($guard:expr, $exec:ident, $policy:expr, $retry_on:expr, $body:expr) => {{
+        let guard: $crate::exec::Guard = $guard;
         let nested = $crate::exec::Exec::in_transaction(&mut *$exec);
         let mut retries: u32 = 0;
         loop {
-            let outcome = match $crate::exec::Exec::begin(&mut *$exec).await {
+            let outcome = match $crate::exec::Exec::begin(&mut *$exec, guard).await {
                 Err(e) => Err(e.into()),
                 Ok(()) => match $body.await {
-                    Ok(value) => match $crate::exec::Exec::commit(&mut *$exec).await {
+                    Ok(value) => match $crate::exec::Exec::commit(&mut *$exec, guard).await {
                         Ok(()) => Ok(value),
                         // Lost with COMMIT in flight: committed or not, nobody knows.
                         Err(source) if !nested && $crate::error::is_connection_lost(&source) => {
@@ -53,7 +63,7 @@ macro_rules! retried_transaction {
                         }
                         Err(e) => Err(e.into()),
                     },
-                    Err(error) => match $crate::exec::Exec::rollback(&mut *$exec).await {
+                    Err(error) => match $crate::exec::Exec::rollback(&mut *$exec, guard).await {
                         Ok(()) | Err(diesel::result::Error::BrokenTransactionManager) => Err(error),
                         Err(rollback) => Err(rollback.into()),
                     },

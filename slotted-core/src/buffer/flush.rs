@@ -12,7 +12,7 @@ use super::pending::{Chunk, Core};
 use crate::count::database_error;
 use crate::dialect::{CounterBackend, Dialect};
 use crate::error::{Error, Result};
-use crate::exec::{BoxFuture, Exec};
+use crate::exec::{BoxFuture, Exec, Guard};
 use crate::retry::RetryPolicy;
 use crate::sql::flush::{FindFlush, FlushId, LogFlush, PruneFlushes};
 use crate::sql::write::{AddRows, DeltaRow};
@@ -77,7 +77,7 @@ async fn write_chunk<E: Exec>(
         .await
         .map_err(fail)?;
     let at = unix_seconds(SystemTime::now());
-    exec.begin().await.map_err(fail)?;
+    exec.begin(Guard::Marked).await.map_err(fail)?;
     let written = match exec
         .execute(LogFlush {
             id: &chunk.id,
@@ -87,7 +87,7 @@ async fn write_chunk<E: Exec>(
     {
         Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
             // Committed before (see above).
-            let _ = exec.rollback().await;
+            let _ = exec.rollback(Guard::Marked).await;
             return Ok(());
         }
         Err(e) => Err(fail(e)),
@@ -109,10 +109,10 @@ async fn write_chunk<E: Exec>(
         },
     };
     if let Err(failure) = written {
-        let _ = exec.rollback().await;
+        let _ = exec.rollback(Guard::Marked).await;
         return Err(failure);
     }
-    match exec.commit().await {
+    match exec.commit(Guard::Marked).await {
         Err(e) => Err((database_error(spec, e), true)),
         Ok(()) => {
             let lose =

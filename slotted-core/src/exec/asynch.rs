@@ -6,8 +6,9 @@ use diesel::deserialize::QueryableByName;
 use diesel::QueryResult;
 use diesel_async::{AsyncConnection, RunQueryDsl, TransactionManager};
 
-use super::{BoxFuture, Exec, Run, Statement};
+use super::{guard, BoxFuture, Exec, Guard, Run, Statement};
 use crate::dialect::CounterBackend;
+use crate::sql::transaction::Control;
 
 /// An async connection whose backend slotted supports: diesel-async's `AsyncPgConnection` and
 /// `AsyncMysqlConnection`, `SyncConnectionWrapper<SqliteConnection>`, and bb8's or deadpool's
@@ -178,19 +179,47 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
         Box::pin(Run(statement).load::<U>(self.0))
     }
 
-    fn begin(&mut self) -> BoxFuture<'_, QueryResult<()>> {
+    fn begin(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>> {
+        if guard::applies(self, guard, None) {
+            return guard::begin(self);
+        }
         if C::Backend::DIALECT == crate::dialect::Dialect::Sqlite {
             return Box::pin(begin_immediate(&mut *self.0));
         }
         Box::pin(C::TransactionManager::begin_transaction(self.0))
     }
 
-    fn commit(&mut self) -> BoxFuture<'_, QueryResult<()>> {
+    fn commit(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>> {
+        if guard::applies(self, guard, Some(1)) {
+            return guard::commit(self);
+        }
         Box::pin(C::TransactionManager::commit_transaction(self.0))
     }
 
-    fn rollback(&mut self) -> BoxFuture<'_, QueryResult<()>> {
+    fn rollback(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>> {
+        if guard::applies(self, guard, Some(1)) {
+            return guard::rollback(self);
+        }
         Box::pin(C::TransactionManager::rollback_transaction(self.0))
+    }
+
+    fn control<S: Control + Statement<Self::Backend>>(
+        &mut self,
+        statement: S,
+    ) -> BoxFuture<'_, QueryResult<()>> {
+        Box::pin(async move {
+            if !guard::as_text::<S>() {
+                match Run(statement).execute(&mut *self.0).await {
+                    Err(e) if guard::refused::<S>(&e) => {}
+                    done => return done.map(|_| ()),
+                }
+            }
+            self.0.batch_execute(S::SQL).await
+        })
+    }
+
+    fn status(&mut self) -> &mut diesel::connection::TransactionManagerStatus {
+        C::TransactionManager::transaction_manager_status_mut(self.0)
     }
 
     fn in_transaction(&mut self) -> bool {

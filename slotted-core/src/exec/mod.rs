@@ -11,6 +11,9 @@
 pub(crate) mod asynch;
 #[cfg(feature = "async")]
 pub(crate) mod cancel;
+pub(crate) mod guard;
+#[cfg(feature = "test-hooks")]
+pub mod hooks;
 pub(crate) mod sync;
 
 use std::future::Future;
@@ -23,7 +26,9 @@ use diesel::QueryResult;
 
 use crate::dialect::CounterBackend;
 use crate::key::KeyKind;
+use crate::sql::transaction::Control;
 use crate::sql::{CounterRow, FromCounterRow};
+pub(crate) use guard::Guard;
 
 /// A statement value any face can run.
 pub(crate) trait Statement<DB: CounterBackend>:
@@ -53,12 +58,21 @@ pub(crate) trait Exec: Send {
         S: Statement<Self::Backend> + 'a,
         U: diesel::deserialize::QueryableByName<Self::Backend> + Send + 'static;
 
-    /// `BEGIN`, or a savepoint inside an open transaction.
-    fn begin(&mut self) -> BoxFuture<'_, QueryResult<()>>;
-    /// `COMMIT` (or releases the savepoint).
-    fn commit(&mut self) -> BoxFuture<'_, QueryResult<()>>;
-    /// `ROLLBACK` (or to the savepoint).
-    fn rollback(&mut self) -> BoxFuture<'_, QueryResult<()>>;
+    /// `BEGIN`, or a savepoint inside an open transaction; [`Guard::Marked`]: slotted's own
+    /// transaction, guarded on MySQL when top-level ([`guard`]).
+    fn begin(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>>;
+    /// `COMMIT` (or releases the savepoint), with the `guard` it began with.
+    fn commit(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>>;
+    /// `ROLLBACK` (or to the savepoint), with the `guard` it began with.
+    fn rollback(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>>;
+    /// Runs one of the guard's statements as it is: no in-flight mark, and as text where the
+    /// server refuses to prepare it.
+    fn control<S: Control + Statement<Self::Backend>>(
+        &mut self,
+        statement: S,
+    ) -> BoxFuture<'_, QueryResult<()>>;
+    /// The connection's transaction manager.
+    fn status(&mut self) -> &mut diesel::connection::TransactionManagerStatus;
     /// Whether a transaction is open (or the connection's transaction state is broken).
     fn in_transaction(&mut self) -> bool;
     /// Waits before a retry.

@@ -16,9 +16,9 @@ use diesel::deserialize::QueryableByName;
 use diesel::result::Error;
 use diesel::{QueryResult, RunQueryDsl};
 
-use super::{BoxFuture, Exec, Run, Statement};
+use super::{guard, BoxFuture, Exec, Guard, Run, Statement};
 use crate::dialect::{CounterBackend, Dialect};
-use crate::sql::transaction::{Begin, BeginImmediate, Commit};
+use crate::sql::transaction::{Begin, BeginImmediate, Commit, Control};
 
 /// A connection whose backend slotted supports: `SqliteConnection`, `PgConnection`,
 /// `MysqlConnection`, and r2d2's `PooledConnection`s of them.
@@ -55,6 +55,8 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
         &'a mut self,
         statement: S,
     ) -> BoxFuture<'a, QueryResult<usize>> {
+        #[cfg(feature = "test-hooks")]
+        self.silent_end();
         Box::pin(ready(Run(statement).execute(self.0)))
     }
 
@@ -63,6 +65,8 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
         S: Statement<Self::Backend> + 'a,
         U: QueryableByName<Self::Backend> + Send + 'static,
     {
+        #[cfg(feature = "test-hooks")]
+        self.silent_end();
         let rows = Run(statement).load::<U>(self.0);
         if matches!(rows, Err(diesel::result::Error::DatabaseError(..))) {
             self.after_failed_read();
@@ -72,7 +76,10 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
 
     /// On MySQL and MariaDB a top-level `BEGIN` is a prepared statement (see [`begin_prepared`]);
     /// elsewhere, and for a savepoint, Diesel's transaction manager runs it.
-    fn begin(&mut self) -> BoxFuture<'_, QueryResult<()>> {
+    fn begin(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>> {
+        if guard::applies(self, guard, None) {
+            return guard::begin(self);
+        }
         Box::pin(ready(match C::Backend::DIALECT {
             Dialect::Mysql => begin_prepared(self.0),
             Dialect::Sqlite => begin_immediate(self.0),
@@ -81,7 +88,10 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
     }
 
     /// As [`SyncExec::begin`]: a top-level `COMMIT` on MySQL is prepared ([`commit_prepared`]).
-    fn commit(&mut self) -> BoxFuture<'_, QueryResult<()>> {
+    fn commit(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>> {
+        if guard::applies(self, guard, Some(1)) {
+            return guard::commit(self);
+        }
         Box::pin(ready(match C::Backend::DIALECT {
             Dialect::Mysql => commit_prepared(self.0),
             Dialect::Postgres | Dialect::Sqlite => {
@@ -90,8 +100,28 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
         }))
     }
 
-    fn rollback(&mut self) -> BoxFuture<'_, QueryResult<()>> {
+    fn rollback(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>> {
+        if guard::applies(self, guard, Some(1)) {
+            return guard::rollback(self);
+        }
         Box::pin(ready(C::TransactionManager::rollback_transaction(self.0)))
+    }
+
+    fn control<S: Control + Statement<Self::Backend>>(
+        &mut self,
+        statement: S,
+    ) -> BoxFuture<'_, QueryResult<()>> {
+        if !guard::as_text::<S>() {
+            match Run(statement).execute(self.0) {
+                Err(e) if guard::refused::<S>(&e) => {}
+                done => return Box::pin(ready(done.map(|_| ()))),
+            }
+        }
+        Box::pin(ready(self.0.batch_execute(S::SQL)))
+    }
+
+    fn status(&mut self) -> &mut TransactionManagerStatus {
+        C::TransactionManager::transaction_manager_status_mut(self.0)
     }
 
     fn in_transaction(&mut self) -> bool {
@@ -123,6 +153,17 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
     fn after_failed_read(&mut self) {
         if C::Backend::DIALECT == Dialect::Mysql {
             forget_statements(self.0);
+        }
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+impl<C: CounterConnection> SyncExec<'_, C> {
+    /// See [`super::hooks`].
+    fn silent_end(&mut self) {
+        if let Some(then) = super::hooks::due() {
+            let _ = self.0.batch_execute("ROLLBACK");
+            then();
         }
     }
 }
@@ -175,7 +216,7 @@ fn begin_immediate<C: CounterConnection>(conn: &mut C) -> QueryResult<()> {
 static PREPARED_BEGIN_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// MySQL's 1295, `ER_UNSUPPORTED_PS`: nothing ran.
-fn refused_as_prepared(e: &Error) -> bool {
+pub(crate) fn refused_as_prepared(e: &Error) -> bool {
     matches!(e, Error::DatabaseError(_, info)
         if info.message().contains("not supported in the prepared statement protocol"))
 }

@@ -61,6 +61,7 @@ macro_rules! one_batch {
     ($exec:ident, $spec:expr, $attempt:expr) => {{
         let jit_off = $crate::maintenance::fold::runs_jit_off(&mut *$exec);
         $crate::retry::retried_transaction!(
+            $crate::exec::Guard::Marked,
             $exec,
             $crate::maintenance::ONCE,
             $crate::retry::lost_a_deadlock,
@@ -513,6 +514,7 @@ pub(crate) async fn set<E: Exec>(
     value: i64,
 ) -> Result<()> {
     retried_transaction!(
+        crate::exec::Guard::Marked,
         exec,
         MAINTENANCE_RETRY,
         lost_a_deadlock,

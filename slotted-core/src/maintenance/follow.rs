@@ -222,6 +222,7 @@ async fn repair_page<E: Exec>(exec: &mut E, page: VerifyPage<'_>, keys: &[RawKey
     // After a bulk load with the triggers off, every record of a page may have drifted.
     let locked: std::collections::HashSet<&RawKey> = keys.iter().collect();
     let done = crate::retry::retried_transaction!(
+        crate::exec::Guard::Marked,
         exec,
         MAINTENANCE_RETRY,
         crate::retry::lost_a_deadlock,
