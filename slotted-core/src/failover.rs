@@ -112,7 +112,7 @@ where
                     crate::retry::transaction_with_retry_async(&mut *conn, policy, &mut f).await;
                 if let Err(e) = &outcome {
                     if leaves_connection_unusable(e.failure()) {
-                        AsyncExec(&mut *conn).mark_broken();
+                        AsyncExec::new(&mut *conn).mark_broken();
                     }
                 }
                 outcome

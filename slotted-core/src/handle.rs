@@ -101,7 +101,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         conn: &'a mut C,
     ) -> impl Future<Output = Result<()>> + Send + use<'a, 'k, T, C> {
         self.async_call("increment_async", async move {
-            self.add_on(1, &mut AsyncExec(conn)).await
+            self.add_on(1, &mut AsyncExec::new(conn)).await
         })
     }
 
@@ -119,7 +119,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         conn: &'a mut C,
     ) -> impl Future<Output = Result<()>> + Send + use<'a, 'k, T, C> {
         self.async_call("decrement_async", async move {
-            self.add_on(-1, &mut AsyncExec(conn)).await
+            self.add_on(-1, &mut AsyncExec::new(conn)).await
         })
     }
 
@@ -153,7 +153,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         conn: &'a mut C,
     ) -> impl Future<Output = Result<()>> + Send + use<'a, 'k, T, C> {
         self.async_call("add_async", async move {
-            self.add_on(delta, &mut AsyncExec(conn)).await
+            self.add_on(delta, &mut AsyncExec::new(conn)).await
         })
     }
 
@@ -177,7 +177,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         conn: &'a mut C,
     ) -> impl Future<Output = Result<i64>> + Send + use<'a, 'k, T, C> {
         self.async_call("total_async", async move {
-            count::sum::<T, _>(&mut AsyncExec(conn), &self.key, Buckets::All).await
+            count::sum::<T, _>(&mut AsyncExec::new(conn), &self.key, Buckets::All).await
         })
     }
 
@@ -241,7 +241,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
             let span = crate::trace::span!(debug_span, "totals_async", &T::SPEC);
             crate::trace::in_span_async!(
                 span,
-                count::totals::<T, _>(&mut crate::exec::asynch::AsyncExec(conn), keys)
+                count::totals::<T, _>(&mut crate::exec::asynch::AsyncExec::new(conn), keys)
             )
         }
     }
@@ -290,7 +290,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         T: BucketedCounterTable,
     {
         self.async_call("bucket_total_async", async move {
-            count::sum::<T, _>(&mut AsyncExec(conn), &self.key, self.bucket_range()).await
+            count::sum::<T, _>(&mut AsyncExec::new(conn), &self.key, self.bucket_range()).await
         })
     }
 
@@ -322,7 +322,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         T: BucketedCounterTable,
     {
         self.async_call("total_between_async", async move {
-            count::sum::<T, _>(&mut AsyncExec(conn), &self.key, between::<T>(range)).await
+            count::sum::<T, _>(&mut AsyncExec::new(conn), &self.key, between::<T>(range)).await
         })
     }
 }

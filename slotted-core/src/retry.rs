@@ -306,7 +306,7 @@ where
     E: From<DieselError> + From<Error> + Retryable,
     F: AsyncFnMut(&mut C) -> Result<T, E>,
 {
-    let exec = &mut crate::exec::asynch::AsyncExec(conn);
+    let exec = &mut crate::exec::asynch::AsyncExec::new(conn);
     crate::retry::retried_transaction!(exec, policy, E::is_retryable, f(exec.0))
 }
 

@@ -886,3 +886,135 @@ naive_storm!(
     postgres_slotted_calls_cut_off_without_a_guard_leave_pools_right,
     diesel_async::AsyncPgConnection
 );
+
+// ---------------------------------------------------------------------------------------------
+// A maintenance batch cut off anywhere: a transaction of slotted's own (on MySQL run with
+// `autocommit` off, `exec::guard`) must never outlive its future on a connection that is used
+// again.
+// ---------------------------------------------------------------------------------------------
+
+/// One like of record 0 through slotted on `conn`, outside any transaction, which `probe`,
+/// another session, must see committed: on a session left with `autocommit` off, or inside a
+/// transaction nobody ends, it would not be.
+async fn a_like_commits<C: slotted_core::AsyncCounterConnection, S: TestConnection>(
+    conn: &mut C,
+    probe: &mut S,
+    liked: &mut i64,
+) {
+    Post::likes_of(0).increment_async(conn).await.unwrap();
+    *liked += 1;
+    assert_eq!(
+        Post::likes_of(0).total(probe).unwrap(),
+        *liked,
+        "the like committed"
+    );
+}
+
+/// Compactions of 100 records (pages of 10: about 10 transactions a pass) cut off after 0 to
+/// 20 ms, 20 times each on a bb8 pool and a deadpool pool of one connection (no `CancelGuard`)
+/// and on a bare connection. After every cut the pool's next connection commits a like of its
+/// own, with `autocommit` on on MySQL (a connection put back with it off, or inside the cut-off
+/// transaction, would commit none of the next request's writes). The bare connection refuses
+/// slotted's next call (`Failure::Reconnect`; it is reopened) or commits the like. Every total
+/// is exact. Without the mark of a cut-off job transaction (`AsyncExec`'s drop) the bare
+/// connection's next call ran inside the cut-off transaction (on MariaDB out of step: "Statement
+/// takes 30 parameters but 1 was supplied").
+macro_rules! a_maintenance_batch_cut_off_anywhere {
+    ($name:ident, $conn:ty) => {
+        #[test]
+        fn $name() {
+            use slotted_core::CounterMaintenance;
+            use slotted_tests::models::posts_likes_slots;
+            run(async {
+                type A = $conn;
+                let Some((db, mut bare)) = migrated::<A>(stringify!($name)).await else {
+                    return;
+                };
+                let mut probe = <<A as AsyncTestConnection>::Sync as TestConnection>::open(&db.url);
+                const RECORDS: i32 = 100;
+                let ids: Vec<i32> = (1..=RECORDS).collect();
+                // Each round adds 1 to slots 1, 2 and 3 of every record: rows to fold.
+                let scatter = (1..=RECORDS)
+                    .flat_map(|id| (1..=3).map(move |slot| format!("({id}, {slot}, 1)")))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let scatter = format!(
+                    "INSERT INTO posts_likes_slots (record_id, slot, count) VALUES {scatter} {}",
+                    if <A as AsyncTestConnection>::Sync::NAME == "mysql" {
+                        "ON DUPLICATE KEY UPDATE count = count + 1"
+                    } else {
+                        "ON CONFLICT (record_id, slot) DO UPDATE SET count = posts_likes_slots.count + 1"
+                    }
+                );
+                let seed = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1;
+                eprintln!("cut-off points seeded with {seed}");
+                let mut dice = slotted_tests::Dice(seed);
+                let bb8 = A::bb8(&db.url, 1).await;
+                let deadpool = A::deadpool(&db.url, 1);
+                let (mut liked, mut cut_mid_pass, mut refused) = (0, 0, 0);
+                for round in 1..=60i64 {
+                    diesel::connection::SimpleConnection::batch_execute(&mut probe, &scatter)
+                        .unwrap();
+                    let after = Duration::from_micros(dice.below(20_000));
+                    let table = posts_likes_slots::table;
+                    let cut = match round % 3 {
+                        0 => {
+                            let mut conn = A::bb8_get(&bb8).await;
+                            let pass = table.compact_all_async(10, &mut conn);
+                            tokio::time::timeout(after, pass).await.is_err()
+                        }
+                        1 => {
+                            let mut conn = A::deadpool_get(&deadpool).await;
+                            let pass = table.compact_all_async(10, &mut conn);
+                            tokio::time::timeout(after, pass).await.is_err()
+                        }
+                        _ => {
+                            let pass = table.compact_all_async(10, &mut bare);
+                            tokio::time::timeout(after, pass).await.is_err()
+                        }
+                    };
+                    cut_mid_pass += i32::from(cut);
+                    match round % 3 {
+                        0 => a_like_commits(&mut A::bb8_get(&bb8).await, &mut probe, &mut liked)
+                            .await,
+                        1 => {
+                            let mut conn = A::deadpool_get(&deadpool).await;
+                            a_like_commits(&mut conn, &mut probe, &mut liked).await
+                        }
+                        _ => match Post::likes_of(0).total_async(&mut bare).await {
+                            Err(e) => {
+                                assert_eq!(e.failure(), slotted_core::Failure::Reconnect, "{e}");
+                                refused += 1;
+                                bare = A::open(&db.url).await;
+                            }
+                            Ok(_) => a_like_commits(&mut bare, &mut probe, &mut liked).await,
+                        },
+                    }
+                    let totals = Post::likes_totals(&ids, &mut probe).unwrap();
+                    for id in &ids {
+                        assert_eq!(totals[id], 3 * round, "record {id} after round {round}");
+                    }
+                }
+                eprintln!(
+                    "{cut_mid_pass} of 60 passes cut off; the bare connection refused {refused} times"
+                );
+                assert!(cut_mid_pass >= 20, "only {cut_mid_pass} passes were cut off");
+            })
+        }
+    };
+}
+
+#[cfg(feature = "mysql")]
+a_maintenance_batch_cut_off_anywhere!(
+    mysql_a_maintenance_batch_cut_off_anywhere_leaves_no_transaction_behind,
+    diesel_async::AsyncMysqlConnection
+);
+#[cfg(feature = "postgres")]
+a_maintenance_batch_cut_off_anywhere!(
+    postgres_a_maintenance_batch_cut_off_anywhere_leaves_no_transaction_behind,
+    diesel_async::AsyncPgConnection
+);

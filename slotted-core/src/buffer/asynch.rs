@@ -182,7 +182,9 @@ impl AsyncCounterBuffer {
                     // the stats and overrun a shutdown's deadline.
                     let wait = core.checkout_wait();
                     let outcome = match tokio::time::timeout(wait, pool.connection()).await {
-                        Ok(Ok(mut conn)) => flush_round(&core, &mut AsyncExec(&mut *conn)).await,
+                        Ok(Ok(mut conn)) => {
+                            flush_round(&core, &mut AsyncExec::new(&mut *conn)).await
+                        }
                         Ok(Err(e)) => Err(e),
                         Err(_) => Err(Error::Pool(format!(
                             "no connection within {wait:?} (the flush interval, or the time \

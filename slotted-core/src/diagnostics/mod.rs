@@ -298,7 +298,12 @@ pub async fn diagnose_with_async<C>(
 where
     C: crate::AsyncCounterConnection,
 {
-    report(&mut crate::exec::asynch::AsyncExec(conn), specs, options).await
+    report(
+        &mut crate::exec::asynch::AsyncExec::new(conn),
+        specs,
+        options,
+    )
+    .await
 }
 
 /// The report, over either face.

@@ -124,8 +124,9 @@ fn out_of_step() -> diesel::result::Error {
         diesel::result::DatabaseErrorKind::ClosedConnection,
         Box::new(String::from(
             "an earlier call on this connection was cut off before the server's reply was read, \
-             so the connection is out of step with the server and was marked broken (a pool \
-             closes it): nothing was sent; take another connection",
+             or inside a transaction slotted opened (which may still be open on the server), so \
+             the connection is out of step with the server and was marked broken (a pool closes \
+             it): nothing was sent; take another connection",
         )),
     )
 }
@@ -138,8 +139,47 @@ fn replies_outlive_a_cut_off<DB: CounterBackend>() -> bool {
     DB::DIALECT == crate::dialect::Dialect::Mysql
 }
 
-/// [`Exec`] on a diesel-async connection.
-pub(crate) struct AsyncExec<'c, C>(pub &'c mut C);
+/// [`Exec`] on a diesel-async connection, and whether a transaction slotted opened for a job of
+/// its own ([`Guard::Marked`], top-level) is open on it.
+///
+/// Dropped with that transaction open (the job's future was cut off inside it), it marks the
+/// connection's transaction manager in error: the transaction is still open on the server, with
+/// its locks (and on MySQL its `autocommit` off and perhaps a reply in the socket). Pools then
+/// close the connection, and slotted's next call on a bare one refuses it
+/// ([`StepCheck::OutOfStep`]) instead of running inside that transaction, where nothing would
+/// ever commit.
+pub(crate) struct AsyncExec<'c, C: AsyncCounterConnection>(pub &'c mut C, bool);
+
+impl<'c, C: AsyncCounterConnection> AsyncExec<'c, C> {
+    pub(crate) fn new(conn: &'c mut C) -> Self {
+        AsyncExec(conn, false)
+    }
+
+    /// Whether the transaction manager is in error: on PostgreSQL and SQLite (MySQL's statements
+    /// ask [`StepCheck`]), a job of slotted's was cut off inside its own transaction, which may
+    /// still be open on the server. A statement run now would run inside it, and never commit.
+    fn marked_broken(&mut self) -> bool {
+        C::TransactionManager::transaction_manager_status_mut(self.0)
+            .transaction_depth()
+            .is_err()
+    }
+
+    /// Whether no transaction is open: a [`Guard::Marked`] transaction begun now is the job's own.
+    fn top_level(&mut self) -> bool {
+        matches!(
+            C::TransactionManager::transaction_manager_status_mut(self.0).transaction_depth(),
+            Ok(None)
+        )
+    }
+}
+
+impl<C: AsyncCounterConnection> Drop for AsyncExec<'_, C> {
+    fn drop(&mut self) {
+        if self.1 {
+            C::TransactionManager::transaction_manager_status_mut(self.0).set_in_error();
+        }
+    }
+}
 
 impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
     type Backend = C::Backend;
@@ -157,6 +197,9 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
         if replies_outlive_a_cut_off::<C::Backend>() {
             let conn = &mut *self.0;
             return Box::pin(async move { in_flight!(conn, |c| Run(statement).execute(c)) });
+        }
+        if self.marked_broken() {
+            return Box::pin(std::future::ready(Err(out_of_step())));
         }
         Box::pin(Run(statement).execute(self.0))
     }
@@ -176,31 +219,53 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
             let conn = &mut *self.0;
             return Box::pin(async move { in_flight!(conn, |c| Run(statement).load::<U>(c)) });
         }
+        if self.marked_broken() {
+            return Box::pin(std::future::ready(Err(out_of_step())));
+        }
         Box::pin(Run(statement).load::<U>(self.0))
     }
 
     fn begin(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>> {
-        if guard::applies(self, guard, None) {
-            return guard::begin(self);
-        }
-        if C::Backend::DIALECT == crate::dialect::Dialect::Sqlite {
-            return Box::pin(begin_immediate(&mut *self.0));
-        }
-        Box::pin(C::TransactionManager::begin_transaction(self.0))
+        let own = guard == Guard::Marked && self.top_level();
+        Box::pin(async move {
+            // Open before `BEGIN` is sent: cut off while it is on the wire, the server may have
+            // begun the transaction.
+            self.1 |= own;
+            let begun = if guard::applies(self, guard, None) {
+                guard::begin(self).await
+            } else if C::Backend::DIALECT == crate::dialect::Dialect::Sqlite {
+                begin_immediate(&mut *self.0).await
+            } else {
+                C::TransactionManager::begin_transaction(self.0).await
+            };
+            // `BEGIN` answered with an error: no transaction.
+            self.1 &= begun.is_ok();
+            begun
+        })
     }
 
     fn commit(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>> {
-        if guard::applies(self, guard, Some(1)) {
-            return guard::commit(self);
-        }
-        Box::pin(C::TransactionManager::commit_transaction(self.0))
+        Box::pin(async move {
+            let done = if guard::applies(self, guard, Some(1)) {
+                guard::commit(self).await
+            } else {
+                C::TransactionManager::commit_transaction(self.0).await
+            };
+            self.1 &= !self.top_level();
+            done
+        })
     }
 
     fn rollback(&mut self, guard: Guard) -> BoxFuture<'_, QueryResult<()>> {
-        if guard::applies(self, guard, Some(1)) {
-            return guard::rollback(self);
-        }
-        Box::pin(C::TransactionManager::rollback_transaction(self.0))
+        Box::pin(async move {
+            let done = if guard::applies(self, guard, Some(1)) {
+                guard::rollback(self).await
+            } else {
+                C::TransactionManager::rollback_transaction(self.0).await
+            };
+            self.1 &= !self.top_level();
+            done
+        })
     }
 
     fn control<S: Control + Statement<Self::Backend>>(

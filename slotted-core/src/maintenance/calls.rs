@@ -27,7 +27,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         conn: &'a mut C,
     ) -> impl Future<Output = Result<CompactionReport>> + Send + use<'a, 'k, T, C> {
         self.async_call("compact_async", async move {
-            compact::<T, _>(&mut AsyncExec(conn), std::slice::from_ref(self.key())).await
+            compact::<T, _>(&mut AsyncExec::new(conn), std::slice::from_ref(self.key())).await
         })
     }
 
@@ -55,7 +55,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         conn: &'a mut C,
     ) -> impl Future<Output = Result<()>> + Send + use<'a, 'k, T, C> {
         self.async_call("set_async", async move {
-            self.set_on(&mut AsyncExec(conn), value).await
+            self.set_on(&mut AsyncExec::new(conn), value).await
         })
     }
 
@@ -73,7 +73,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         conn: &'a mut C,
     ) -> impl Future<Output = Result<()>> + Send + use<'a, 'k, T, C> {
         self.async_call("reset_async", async move {
-            self.set_on(&mut AsyncExec(conn), 0).await
+            self.set_on(&mut AsyncExec::new(conn), 0).await
         })
     }
 
@@ -112,7 +112,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         T: CachedCounterTable,
     {
         self.async_call("refresh_cache_async", async move {
-            refresh::<T, _>(&mut AsyncExec(conn), std::slice::from_ref(self.key())).await
+            refresh::<T, _>(&mut AsyncExec::new(conn), std::slice::from_ref(self.key())).await
         })
     }
 
@@ -139,7 +139,7 @@ impl<'k, T: CounterTable> Counter<'k, T> {
         T: PrefilledCounterTable,
     {
         self.async_call("create_slots_async", async move {
-            create_slots::<T, _>(&mut AsyncExec(conn), std::slice::from_ref(self.key())).await
+            create_slots::<T, _>(&mut AsyncExec::new(conn), std::slice::from_ref(self.key())).await
         })
     }
 }
@@ -184,7 +184,7 @@ pub trait CounterMaintenance: CounterTable {
         conn: &mut C,
     ) -> impl Future<Output = Result<CompactionReport>> + Send {
         table_call_async::<Self, _>("compact_async", async move {
-            compact::<Self, _>(&mut AsyncExec(conn), keys).await
+            compact::<Self, _>(&mut AsyncExec::new(conn), keys).await
         })
     }
 
@@ -212,7 +212,7 @@ pub trait CounterMaintenance: CounterTable {
         conn: &mut C,
     ) -> impl Future<Output = Result<CompactionReport>> + Send {
         table_call_async::<Self, _>("compact_all_async", async move {
-            compact_all::<Self, _>(&mut AsyncExec(conn), batch).await
+            compact_all::<Self, _>(&mut AsyncExec::new(conn), batch).await
         })
     }
 
@@ -244,7 +244,7 @@ pub trait CounterMaintenance: CounterTable {
         conn: &mut C,
     ) -> impl Future<Output = Result<PassReport>> + Send {
         table_call_async::<Self, _>("maintain_changed_async", async move {
-            maintain_changed::<Self, _>(&mut AsyncExec(conn), batch).await
+            maintain_changed::<Self, _>(&mut AsyncExec::new(conn), batch).await
         })
     }
 
@@ -280,7 +280,7 @@ pub trait CounterMaintenance: CounterTable {
         Self: CachedCounterTable,
     {
         table_call_async::<Self, _>("refresh_cache_async", async move {
-            refresh::<Self, _>(&mut AsyncExec(conn), keys).await
+            refresh::<Self, _>(&mut AsyncExec::new(conn), keys).await
         })
     }
 
@@ -318,7 +318,7 @@ pub trait CounterMaintenance: CounterTable {
         Self: FollowingCounterTable,
     {
         table_call_async::<Self, _>("verify_follow_all_async", async move {
-            follow::verify_all::<Self, _>(&mut AsyncExec(conn), batch, false).await
+            follow::verify_all::<Self, _>(&mut AsyncExec::new(conn), batch, false).await
         })
     }
 
@@ -359,7 +359,7 @@ pub trait CounterMaintenance: CounterTable {
         Self: FollowingCounterTable,
     {
         table_call_async::<Self, _>("repair_follow_all_async", async move {
-            follow::verify_all::<Self, _>(&mut AsyncExec(conn), batch, true).await
+            follow::verify_all::<Self, _>(&mut AsyncExec::new(conn), batch, true).await
         })
     }
 
@@ -390,7 +390,7 @@ pub trait CounterMaintenance: CounterTable {
         Self: CachedCounterTable,
     {
         table_call_async::<Self, _>("refresh_cache_all_async", async move {
-            refresh_all::<Self, _>(&mut AsyncExec(conn), batch).await
+            refresh_all::<Self, _>(&mut AsyncExec::new(conn), batch).await
         })
     }
 
@@ -426,7 +426,7 @@ pub trait CounterMaintenance: CounterTable {
         Self: BucketedCounterTable,
     {
         table_call_async::<Self, _>("delete_buckets_before_async", async move {
-            delete_buckets_before::<Self, _>(&mut AsyncExec(conn), cutoff, batch).await
+            delete_buckets_before::<Self, _>(&mut AsyncExec::new(conn), cutoff, batch).await
         })
     }
 
@@ -462,7 +462,7 @@ pub trait CounterMaintenance: CounterTable {
         Self: BucketedCounterTable,
     {
         table_call_async::<Self, _>("fold_buckets_before_async", async move {
-            fold_buckets_before::<Self, _>(&mut AsyncExec(conn), cutoff, batch).await
+            fold_buckets_before::<Self, _>(&mut AsyncExec::new(conn), cutoff, batch).await
         })
     }
 
@@ -498,7 +498,7 @@ pub trait CounterMaintenance: CounterTable {
         Self: AdoptingCounterTable,
     {
         table_call_async::<Self, _>("absorb_async", async move {
-            absorb::<Self, _>(&mut AsyncExec(conn), keys).await
+            absorb::<Self, _>(&mut AsyncExec::new(conn), keys).await
         })
     }
 
@@ -528,7 +528,7 @@ pub trait CounterMaintenance: CounterTable {
         Self: AdoptingCounterTable,
     {
         table_call_async::<Self, _>("absorb_all_async", async move {
-            absorb_all::<Self, _>(&mut AsyncExec(conn), batch).await
+            absorb_all::<Self, _>(&mut AsyncExec::new(conn), batch).await
         })
     }
 
@@ -561,7 +561,7 @@ pub trait CounterMaintenance: CounterTable {
         Self: AdoptingCounterTable,
     {
         table_call_async::<Self, _>("release_all_async", async move {
-            release_all::<Self, _>(&mut AsyncExec(conn), batch).await
+            release_all::<Self, _>(&mut AsyncExec::new(conn), batch).await
         })
     }
 
@@ -589,7 +589,7 @@ pub trait CounterMaintenance: CounterTable {
         Self: PrefilledCounterTable,
     {
         table_call_async::<Self, _>("create_slots_async", async move {
-            create_slots::<Self, _>(&mut AsyncExec(conn), keys).await
+            create_slots::<Self, _>(&mut AsyncExec::new(conn), keys).await
         })
     }
 }

@@ -30,7 +30,7 @@ impl<P: AsyncConnectionPool> Face<P> for OnTask {
             Box::pin(calls::table_call_async::<T, _>(
                 args.work.op(args.full),
                 async move {
-                    let mut exec = AsyncExec(conn);
+                    let mut exec = AsyncExec::new(conn);
                     args.work.run::<T, _>(&mut exec, args).await
                 },
             ))
@@ -157,7 +157,10 @@ impl<P: AsyncConnectionPool> Driver for Tasked<P> {
             let Some(conn) = self.lease.conn.as_deref_mut() else {
                 return Ok(false);
             };
-            match AsyncExec(conn).load::<_, Sum>(HoldLease::new(key)).await {
+            let held = AsyncExec::new(conn)
+                .load::<_, Sum>(HoldLease::new(key))
+                .await;
+            match held {
                 Ok(rows) if lease_held(&rows) => Ok(true),
                 // Another maintainer holds it: the connection, which holds nothing, goes back
                 // to the pool.
@@ -227,7 +230,7 @@ async fn connection<P: AsyncConnectionPool>(pool: &P, wait: Duration) -> Result<
 
 /// Marks a connection broken, so that no pool lends it again.
 fn mark_broken<C: AsyncCounterConnection>(conn: &mut C) {
-    AsyncExec(conn).mark_broken();
+    AsyncExec::new(conn).mark_broken();
 }
 
 /// A connection lent for one job (SQLite, which has no lease): marked broken if the job is
@@ -259,7 +262,7 @@ impl<G: DerefMut<Target: AsyncCounterConnection> + Send> Lease<G> {
     /// fails.
     async fn release(&mut self) {
         if let Some(conn) = self.conn.as_deref_mut() {
-            let released = AsyncExec(&mut *conn)
+            let released = AsyncExec::new(&mut *conn)
                 .load::<_, Sum>(ReleaseLease::new(self.key))
                 .await;
             if released.is_err() {
