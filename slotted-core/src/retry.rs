@@ -24,6 +24,7 @@ use std::time::Duration;
 use diesel::result::Error as DieselError;
 
 use crate::error::{Error, Failure};
+use crate::exec::Guard;
 
 /// Runs `$body` (an expression giving a future that uses `$exec`, evaluated again for each
 /// attempt) in a transaction on `$exec: &mut impl Exec` (a savepoint inside an open one), as
@@ -255,6 +256,60 @@ pub struct Retried<T> {
 pub fn transaction_with_retry<C, T, E, F>(
     conn: &mut C,
     policy: &RetryPolicy,
+    f: F,
+) -> Result<Retried<T>, E>
+where
+    C: crate::CounterConnection,
+    E: From<DieselError> + From<Error> + Retryable,
+    F: FnMut(&mut C) -> Result<T, E>,
+{
+    with_retry(conn, policy, Guard::Plain, f)
+}
+
+/// [`transaction_with_retry`], with the guard slotted puts around its own transactions on MySQL
+/// and MariaDB: `autocommit` off while `f` runs, and a savepoint released before `COMMIT`
+/// (three more round trips). A MariaDB Galera node sometimes ends a transaction for a
+/// replicated write with no statement after that told of it; then the writes after the end
+/// would each commit on their own. Guarded, such a transaction commits nothing and runs again
+/// (its error is a serialization failure, which [`Retryable`] accepts). Use it on a Galera
+/// cluster for every transaction that must not commit in part. Elsewhere it is
+/// [`transaction_with_retry`]: PostgreSQL and SQLite tell of a transaction they end.
+///
+/// ```
+/// # use diesel::prelude::*;
+/// # use slotted_core::SlottedCounter;
+/// # #[derive(SlottedCounter)]
+/// # #[slotted(counter = likes, slots = 16)]
+/// # struct Post { id: i32 }
+/// # let mut conn = SqliteConnection::establish(":memory:")?;
+/// # use diesel_migrations::MigrationHarness;
+/// # conn.run_pending_migrations(slotted_core::CounterMigrations::of::<Post>())?;
+/// use slotted_core::{retry::guarded_transaction_with_retry, retry::RetryPolicy};
+///
+/// guarded_transaction_with_retry(&mut conn, &RetryPolicy::default(), |conn| {
+///     Post::likes_of(1).increment(conn)?;
+///     Post::likes_of(2).decrement(conn)?;
+///     Ok::<_, slotted_core::Error>(())
+/// })?;
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
+pub fn guarded_transaction_with_retry<C, T, E, F>(
+    conn: &mut C,
+    policy: &RetryPolicy,
+    f: F,
+) -> Result<Retried<T>, E>
+where
+    C: crate::CounterConnection,
+    E: From<DieselError> + From<Error> + Retryable,
+    F: FnMut(&mut C) -> Result<T, E>,
+{
+    with_retry(conn, policy, Guard::Marked, f)
+}
+
+fn with_retry<C, T, E, F>(
+    conn: &mut C,
+    policy: &RetryPolicy,
+    guard: Guard,
     mut f: F,
 ) -> Result<Retried<T>, E>
 where
@@ -266,6 +321,7 @@ where
     let exec = &mut SyncExec(conn);
     run_now(async {
         crate::retry::retried_transaction!(
+            guard,
             exec,
             policy,
             E::is_retryable,
@@ -299,6 +355,40 @@ where
 pub async fn transaction_with_retry_async<C, T, E, F>(
     conn: &mut C,
     policy: &RetryPolicy,
+    f: F,
+) -> Result<Retried<T>, E>
+where
+    C: crate::AsyncCounterConnection,
+    E: From<DieselError> + From<Error> + Retryable,
+    F: AsyncFnMut(&mut C) -> Result<T, E>,
+{
+    with_retry_async(conn, policy, Guard::Plain, f).await
+}
+
+/// [`guarded_transaction_with_retry`] on an async connection: [`transaction_with_retry_async`]
+/// with the guard on MySQL and MariaDB. Cut off inside its transaction, it leaves the connection
+/// marked broken: pools close it, and slotted's next call on it fails with
+/// [`Failure::Reconnect`].
+#[cfg(feature = "async")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async")))]
+pub async fn guarded_transaction_with_retry_async<C, T, E, F>(
+    conn: &mut C,
+    policy: &RetryPolicy,
+    f: F,
+) -> Result<Retried<T>, E>
+where
+    C: crate::AsyncCounterConnection,
+    E: From<DieselError> + From<Error> + Retryable,
+    F: AsyncFnMut(&mut C) -> Result<T, E>,
+{
+    with_retry_async(conn, policy, Guard::Marked, f).await
+}
+
+#[cfg(feature = "async")]
+async fn with_retry_async<C, T, E, F>(
+    conn: &mut C,
+    policy: &RetryPolicy,
+    guard: Guard,
     mut f: F,
 ) -> Result<Retried<T>, E>
 where
@@ -307,7 +397,7 @@ where
     F: AsyncFnMut(&mut C) -> Result<T, E>,
 {
     let exec = &mut crate::exec::asynch::AsyncExec::new(conn);
-    crate::retry::retried_transaction!(exec, policy, E::is_retryable, f(exec.0))
+    crate::retry::retried_transaction!(guard, exec, policy, E::is_retryable, f(exec.0))
 }
 
 /// Whether the database rolled the transaction back to break a deadlock or a serialization

@@ -825,6 +825,17 @@ pub fn longest_pause(
 pub struct Dice(pub u64);
 
 impl Dice {
+    /// Dice seeded from the clock, the seed printed (`what` it seeds) so that a failure can be
+    /// replayed with `Dice(seed)`.
+    pub fn from_clock(what: &str) -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        eprintln!("{what} seeded with {seed}");
+        Dice(seed)
+    }
+
     /// The next number below `n`.
     pub fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;

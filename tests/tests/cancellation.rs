@@ -946,13 +946,7 @@ macro_rules! a_maintenance_batch_cut_off_anywhere {
                         "ON CONFLICT (record_id, slot) DO UPDATE SET count = posts_likes_slots.count + 1"
                     }
                 );
-                let seed = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_nanos() as u64
-                    | 1;
-                eprintln!("cut-off points seeded with {seed}");
-                let mut dice = slotted_tests::Dice(seed);
+                let mut dice = slotted_tests::Dice::from_clock("cut-off points");
                 let bb8 = A::bb8(&db.url, 1).await;
                 let deadpool = A::deadpool(&db.url, 1);
                 let (mut liked, mut cut_mid_pass, mut refused) = (0, 0, 0);

@@ -159,13 +159,7 @@ where
         }
     };
     // Seeded from the clock, printed so that a failure can be replayed.
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    eprintln!("cut-off points seeded with {seed}");
-    let mut dice = Dice(seed);
+    let mut dice = Dice::from_clock("cut-off points");
     // Cuts until 5 have fallen mid-pass (where a cut lands depends on how fast this machine runs
     // the pass: a cut before the first pass or after the last proves less), 40 at most.
     let mut cut_mid_pass = 0;

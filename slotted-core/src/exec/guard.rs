@@ -22,9 +22,8 @@
 //! While its statements outside a transaction are in flight, the connection's transaction
 //! manager is in error: a future cut off there leaves a connection that pools close, never one
 //! with `autocommit` off and no transaction recorded. A connection whose `autocommit` could not be
-//! put back stays in error. Transactions of the caller's own (`transaction_with_retry`, a
-//! transaction slotted's calls run inside) are not guarded: the guard costs three round trips,
-//! and it cannot know the caller's writes.
+//! put back stays in error. Transactions of the caller's own are guarded only when the caller
+//! asks (`retry::guarded_transaction_with_retry`): the guard costs three round trips.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU8, Ordering};
