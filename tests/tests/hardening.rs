@@ -845,6 +845,7 @@ fn a_roll_up_never_writes_a_total_older_than_one_written_before_it<C: TestConnec
 ///
 /// Without the guard (`exec::guard`) the statements after the end each commit alone and the
 /// total ends 1 short.
+#[cfg(feature = "mysql")]
 fn a_batch_whose_transaction_the_server_ends_silently_commits_none_of_itself<C: TestConnection>(
     test: &str,
 ) {

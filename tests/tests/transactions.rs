@@ -169,6 +169,7 @@ fn the_guarded_helper_commits_rolls_back_and_nests_as_diesel_does<C: TestConnect
 ///   and the helper reports success. This is the hazard, written down.
 /// - `guarded_transaction_with_retry`: nothing of that attempt commits; it runs again and both
 ///   increments count once.
+#[cfg(feature = "mysql")]
 fn a_guarded_transaction_the_server_ends_silently_commits_none_of_itself<C: TestConnection>(
     test: &str,
 ) {
