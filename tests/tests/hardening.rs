@@ -748,6 +748,72 @@ mod asynch {
         all: [compact_all_async_skips_a_record_summing_past_i64],
     }
 
+    /// [`super::a_batch_whose_transaction_the_server_ends_silently_commits_none_of_itself`] on
+    /// the async face (diesel-async's MariaDB connection): the compaction's transaction ended
+    /// before each of its statements in turn, another session's add into a row it had locked,
+    /// and every total exact.
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_a_batch_whose_transaction_the_server_ends_silently_commits_none_of_itself_async() {
+        use slotted_core::test_hooks;
+        type A = diesel_async::AsyncMysqlConnection;
+        type S = <A as AsyncTestConnection>::Sync;
+        slotted_tests::asynch::block_on(async {
+            let test = "async_batch_ended_silently";
+            let Some((db, mut conn)) = migrated::<A>(test).await else {
+                return;
+            };
+            let mut check = S::open(&db.url);
+            for slot in 0..4 {
+                diesel::connection::SimpleConnection::batch_execute(
+                    &mut check,
+                    &super::add_to_slot(S::NAME, 1, slot, 10),
+                )
+                .unwrap();
+            }
+            let mut adds = 0;
+            for statement in 0.. {
+                let url = db.url.clone();
+                test_hooks::end_transaction_silently_before(statement, move || {
+                    diesel::connection::SimpleConnection::batch_execute(
+                        &mut S::open(&url),
+                        &super::add_to_slot(S::NAME, 1, 2, 1),
+                    )
+                    .expect("the other session's add");
+                });
+                let report = posts_likes_slots::table
+                    .compact_async(&[1], &mut conn)
+                    .await;
+                let fired = !test_hooks::armed();
+                test_hooks::disarm();
+                let report = report.unwrap_or_else(|e| panic!("statement {statement}: {e}"));
+                if !fired {
+                    assert!(statement >= 3, "only {statement} statements");
+                    break;
+                }
+                adds += 1;
+                assert_eq!(
+                    slotted_tests::models::Post::likes_of(1)
+                        .total(&mut check)
+                        .unwrap(),
+                    40 + adds,
+                    "ended before statement {statement}: {report:?}"
+                );
+            }
+            // The connection commits a write of its own afterwards: `autocommit` is back on.
+            slotted_tests::models::Post::likes_of(2)
+                .increment_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(
+                slotted_tests::models::Post::likes_of(2)
+                    .total(&mut check)
+                    .unwrap(),
+                1
+            );
+        })
+    }
+
     async fn compact_all_async_skips_a_record_summing_past_i64<A: AsyncTestConnection>(test: &str) {
         let Some((db, mut conn)) = migrated::<A>(test).await else {
             return;

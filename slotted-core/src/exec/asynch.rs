@@ -155,6 +155,13 @@ impl<'c, C: AsyncCounterConnection> AsyncExec<'c, C> {
         AsyncExec(conn, false)
     }
 
+    /// See [`super::hooks`]: a `ROLLBACK` the transaction manager is not told of, then `then`.
+    #[cfg(feature = "test-hooks")]
+    async fn silent_end(&mut self, then: Box<dyn FnOnce() + Send>) {
+        let _ = self.0.batch_execute("ROLLBACK").await;
+        then();
+    }
+
     /// Whether the transaction manager is in error: on PostgreSQL and SQLite (MySQL's statements
     /// ask [`StepCheck`]), a job of slotted's was cut off inside its own transaction, which may
     /// still be open on the server. A statement run now would run inside it, and never commit.
@@ -188,6 +195,13 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
         &'a mut self,
         statement: S,
     ) -> BoxFuture<'a, QueryResult<usize>> {
+        #[cfg(feature = "test-hooks")]
+        if let Some(then) = super::hooks::due() {
+            return Box::pin(async move {
+                self.silent_end(then).await;
+                Exec::execute(self, statement).await
+            });
+        }
         if self.needs_own_transaction() {
             let conn = &mut *self.0;
             return Box::pin(
@@ -209,6 +223,13 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
         S: Statement<Self::Backend> + 'a,
         U: QueryableByName<Self::Backend> + Send + 'static,
     {
+        #[cfg(feature = "test-hooks")]
+        if let Some(then) = super::hooks::due() {
+            return Box::pin(async move {
+                self.silent_end(then).await;
+                Exec::load::<S, U>(self, statement).await
+            });
+        }
         if self.needs_own_transaction() {
             let conn = &mut *self.0;
             return Box::pin(async move {

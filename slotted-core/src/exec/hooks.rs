@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 
 /// What runs once the session's transaction is ended.
-type Then = Box<dyn FnOnce()>;
+type Then = Box<dyn FnOnce() + Send>;
 
 thread_local! {
     /// Statements still to run before the end, and what runs then.
@@ -16,7 +16,10 @@ thread_local! {
 /// its `BEGIN`, `COMMIT`, `ROLLBACK` and the guard's own statements are not counted), the
 /// session is sent a `ROLLBACK` that slotted is not told of, and then `then` runs (another
 /// session's write, say). Armed again, it replaces what was armed.
-pub fn end_transaction_silently_before(n: u32, then: impl FnOnce() + 'static) {
+///
+/// On the async face the hook is read when a statement's future is made, on the thread that
+/// makes it: the test's own, under `Runtime::block_on`.
+pub fn end_transaction_silently_before(n: u32, then: impl FnOnce() + Send + 'static) {
     SILENT_END.with(|hook| *hook.borrow_mut() = Some((n, Box::new(then))));
 }
 
