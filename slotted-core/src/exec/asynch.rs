@@ -166,24 +166,19 @@ impl<'c, C: AsyncCounterConnection> AsyncExec<'c, C> {
     /// ask [`StepCheck`]), a job of slotted's was cut off inside its own transaction, which may
     /// still be open on the server. A statement run now would run inside it, and never commit.
     fn marked_broken(&mut self) -> bool {
-        C::TransactionManager::transaction_manager_status_mut(self.0)
-            .transaction_depth()
-            .is_err()
+        self.status().transaction_depth().is_err()
     }
 
     /// Whether no transaction is open: a [`Guard::Marked`] transaction begun now is the job's own.
     fn top_level(&mut self) -> bool {
-        matches!(
-            C::TransactionManager::transaction_manager_status_mut(self.0).transaction_depth(),
-            Ok(None)
-        )
+        matches!(self.status().transaction_depth(), Ok(None))
     }
 }
 
 impl<C: AsyncCounterConnection> Drop for AsyncExec<'_, C> {
     fn drop(&mut self) {
         if self.1 {
-            C::TransactionManager::transaction_manager_status_mut(self.0).set_in_error();
+            self.mark_broken();
         }
     }
 }
@@ -308,19 +303,8 @@ impl<C: AsyncCounterConnection> Exec for AsyncExec<'_, C> {
         C::TransactionManager::transaction_manager_status_mut(self.0)
     }
 
-    fn in_transaction(&mut self) -> bool {
-        matches!(
-            C::TransactionManager::transaction_manager_status_mut(self.0).transaction_depth(),
-            Ok(Some(_)) | Err(_)
-        )
-    }
-
     fn pause(&mut self, pause: Duration) -> BoxFuture<'_, ()> {
         Box::pin(tokio::time::sleep(pause))
-    }
-
-    fn mark_broken(&mut self) {
-        C::TransactionManager::transaction_manager_status_mut(self.0).set_in_error();
     }
 }
 

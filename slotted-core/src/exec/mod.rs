@@ -74,7 +74,9 @@ pub(crate) trait Exec: Send {
     /// The connection's transaction manager.
     fn status(&mut self) -> &mut diesel::connection::TransactionManagerStatus;
     /// Whether a transaction is open (or the connection's transaction state is broken).
-    fn in_transaction(&mut self) -> bool;
+    fn in_transaction(&mut self) -> bool {
+        matches!(self.status().transaction_depth(), Ok(Some(_)) | Err(_))
+    }
     /// Waits before a retry.
     fn pause(&mut self, pause: Duration) -> BoxFuture<'_, ()>;
     /// After a retryable error (a read of the transaction's may have failed mid-result): on
@@ -84,7 +86,9 @@ pub(crate) trait Exec: Send {
     /// Marks the connection's transaction manager broken, so that no pool (r2d2, bb8,
     /// deadpool) hands the connection out again and no transaction begins on it: for a reply
     /// that cannot belong to the statement just sent (see `Error::OutcomeUnknown`).
-    fn mark_broken(&mut self);
+    fn mark_broken(&mut self) {
+        self.status().set_in_error();
+    }
 }
 
 /// The future every [`Exec`] method returns.

@@ -124,20 +124,9 @@ impl<C: CounterConnection> Exec for SyncExec<'_, C> {
         C::TransactionManager::transaction_manager_status_mut(self.0)
     }
 
-    fn in_transaction(&mut self) -> bool {
-        matches!(
-            C::TransactionManager::transaction_manager_status_mut(self.0).transaction_depth(),
-            Ok(Some(_)) | Err(_)
-        )
-    }
-
     fn pause(&mut self, pause: Duration) -> BoxFuture<'_, ()> {
         std::thread::sleep(pause);
         Box::pin(ready(()))
-    }
-
-    fn mark_broken(&mut self) {
-        C::TransactionManager::transaction_manager_status_mut(self.0).set_in_error();
     }
 
     /// After a statement that returns rows fails on MySQL or MariaDB, drops the connection's
