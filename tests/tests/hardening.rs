@@ -755,7 +755,6 @@ mod asynch {
     #[cfg(feature = "mysql")]
     #[test]
     fn mysql_a_batch_whose_transaction_the_server_ends_silently_commits_none_of_itself_async() {
-        use slotted_core::test_hooks;
         type A = diesel_async::AsyncMysqlConnection;
         type S = <A as AsyncTestConnection>::Sync;
         slotted_tests::asynch::block_on(async {
@@ -764,28 +763,14 @@ mod asynch {
                 return;
             };
             let mut check = S::open(&db.url);
-            for slot in 0..4 {
-                diesel::connection::SimpleConnection::batch_execute(
-                    &mut check,
-                    &super::add_to_slot(S::NAME, 1, slot, 10),
-                )
-                .unwrap();
-            }
+            super::four_rows_of_ten(&mut check);
             let mut adds = 0;
             for statement in 0.. {
-                let url = db.url.clone();
-                test_hooks::end_transaction_silently_before(statement, move || {
-                    diesel::connection::SimpleConnection::batch_execute(
-                        &mut S::open(&url),
-                        &super::add_to_slot(S::NAME, 1, 2, 1),
-                    )
-                    .expect("the other session's add");
-                });
+                super::end_before_and_add::<S>(statement, &db.url);
                 let report = posts_likes_slots::table
                     .compact_async(&[1], &mut conn)
                     .await;
-                let fired = !test_hooks::armed();
-                test_hooks::disarm();
+                let fired = super::hook_fired();
                 let report = report.unwrap_or_else(|e| panic!("statement {statement}: {e}"));
                 if !fired {
                     assert!(statement >= 3, "only {statement} statements");
@@ -898,6 +883,35 @@ fn a_roll_up_never_writes_a_total_older_than_one_written_before_it<C: TestConnec
     );
 }
 
+/// Record 1 of `posts_likes_slots` with 10 in each of slots 0 to 3.
+#[cfg(feature = "mysql")]
+fn four_rows_of_ten<C: TestConnection>(conn: &mut C) {
+    for slot in 0..4 {
+        conn.batch_execute(&add_to_slot(C::NAME, 1, slot, 10))
+            .unwrap();
+    }
+}
+
+/// Arms the test hook: the session's transaction ended before slotted's `statement`-th
+/// statement, then another session of `url` adds 1 to record 1's slot 2.
+#[cfg(feature = "mysql")]
+fn end_before_and_add<C: TestConnection>(statement: u32, url: &str) {
+    let url = url.to_owned();
+    slotted_core::test_hooks::end_transaction_silently_before(statement, move || {
+        C::open(&url)
+            .batch_execute(&add_to_slot(C::NAME, 1, 2, 1))
+            .expect("the other session's add");
+    });
+}
+
+/// Whether the armed hook fired; disarms it either way.
+#[cfg(feature = "mysql")]
+fn hook_fired() -> bool {
+    let fired = !slotted_core::test_hooks::armed();
+    slotted_core::test_hooks::disarm();
+    fired
+}
+
 /// The Galera hole of `docs/bench/galera-absorb-overcount/`, written down on one server: the
 /// server ends a maintenance batch's transaction between two of its statements and no statement
 /// says so (as a Galera node does when a replicated write needs a row the batch holds), and
@@ -915,26 +929,16 @@ fn a_roll_up_never_writes_a_total_older_than_one_written_before_it<C: TestConnec
 fn a_batch_whose_transaction_the_server_ends_silently_commits_none_of_itself<C: TestConnection>(
     test: &str,
 ) {
-    use slotted_core::test_hooks;
     let Some((db, mut conn)) = TestDb::migrated::<C>(test) else {
         return;
     };
-    for slot in 0..4 {
-        conn.batch_execute(&add_to_slot(C::NAME, 1, slot, 10))
-            .unwrap();
-    }
+    four_rows_of_ten(&mut conn);
     let url = db.url.clone();
     let mut adds = 0;
     for statement in 0.. {
-        let url = url.clone();
-        test_hooks::end_transaction_silently_before(statement, move || {
-            C::open(&url)
-                .batch_execute(&add_to_slot(C::NAME, 1, 2, 1))
-                .expect("the other session's add");
-        });
+        end_before_and_add::<C>(statement, &url);
         let report = posts_likes_slots::table.compact(&[1], &mut conn);
-        let fired = !test_hooks::armed();
-        test_hooks::disarm();
+        let fired = hook_fired();
         let report = report.unwrap_or_else(|e| panic!("statement {statement}: {e}"));
         if !fired {
             // The compaction ran fewer statements than this: every place was tried.
